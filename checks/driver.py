@@ -1,0 +1,257 @@
+"""Driver and devices: NVML loads, the kernel module agrees with the library, every GPU is there and usable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
+from gpudoctor.registry import check
+from gpudoctor.runner import CheckContext, live_gpus
+
+FABRIC_NOT_SUPPORTED, FABRIC_NOT_STARTED, FABRIC_IN_PROGRESS, FABRIC_COMPLETED = 0, 1, 2, 3
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+INIT_FINDINGS = {
+    "library-not-found": (
+        "NVML (libnvidia-ml.so.1) is not found: no NVIDIA driver is installed here, or this container was "
+        "started without GPU support",
+        Remediation("The driver's user-space library must be visible to this process.", [
+            "nvidia-smi",
+            "sudo apt install nvidia-driver-580-server  # or your distribution's driver package",
+            "docker run --gpus all ...  # containers: install nvidia-container-toolkit on the host",
+        ])),
+    "driver-not-loaded": (
+        "the NVIDIA kernel module is not loaded",
+        Remediation("NVML finds the library but no running driver.", [
+            "sudo modprobe nvidia", "sudo dmesg | grep -iE 'nvidia|nvrm'"])),
+    "version-mismatch": (
+        "driver/library version mismatch: the driver was upgraded but the old kernel module is still loaded",
+        Remediation("The user-space library and the loaded kernel module must be the same release; reboot, "
+                    "or reload the nvidia modules when no process uses the GPUs.", [
+                        "sudo reboot",
+                        "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+                    ])),
+    "no-permission": (
+        "NVML is not permitted to open the GPUs (/dev/nvidia* permissions)",
+        Remediation("The user running training needs read/write access to /dev/nvidia*.", [
+            "ls -l /dev/nvidia*", "sudo usermod -aG video $USER"])),
+}
+
+
+def judge_nvml(nvml: dict[str, Any]) -> Result:
+    status = nvml.get("status")
+    if status == "ok":
+        cuda = format_cuda_version(nvml.get("cuda_driver_version"))
+        return Result("driver.nvml", Status.PASS,
+                      f"driver {nvml.get('driver_version')}, supports CUDA {cuda}, {len(nvml['gpus'])} GPUs",
+                      metrics=[Metric("driver_version", nvml.get("driver_version")),
+                               Metric("cuda_driver_version", cuda)])
+    summary, remediation = INIT_FINDINGS.get(status, (
+        f"NVML failed to initialise: {nvml.get('error')}",
+        Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"])))
+    return Result("driver.nvml", Status.FAIL, summary, remediation=remediation)
+
+
+def format_cuda_version(value: int | None) -> str | None:
+    """NVML's 13010 is CUDA 13.1."""
+    return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
+
+
+def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
+    modules = system.get("kernel_modules", [])
+    if "nouveau" in modules:
+        return Result("driver.kernel-module", Status.FAIL,
+                      "the open-source nouveau driver is loaded; it claims the GPUs instead of NVIDIA's",
+                      remediation=Remediation("Blacklist nouveau, rebuild the initramfs and reboot.", [
+                          "echo -e 'blacklist nouveau\\noptions nouveau modeset=0' | "
+                          "sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
+                          "sudo update-initramfs -u && sudo reboot"]))
+    loaded = system.get("nvidia_module_version")
+    library = nvml.get("driver_version")
+    if loaded and library and loaded != library:
+        summary, remediation = INIT_FINDINGS["version-mismatch"]
+        return Result("driver.kernel-module", Status.FAIL, f"kernel module {loaded}, library {library}: {summary}",
+                      remediation=remediation)
+    if not loaded and nvml.get("status") != "ok":
+        return Result("driver.kernel-module", Status.SKIP, "no NVIDIA kernel module to compare")
+    return Result("driver.kernel-module", Status.PASS,
+                  f"kernel module {loaded or 'not visible here'} matches, nouveau not loaded")
+
+
+def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str],
+                    expect: int | None) -> Result:
+    gpus = nvml.get("gpus", [])
+    lost = [g for g in gpus if g.get("lost")]
+    found = len(gpus) - len(lost)
+    metrics = [Metric("gpus_nvml", found, expected=expect, expected_source="--expect-gpus" if expect else None)]
+    if lost:
+        rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
+        return Result("driver.gpu-count", Status.FAIL,
+                      f"{len(lost)} GPU{'s are' if len(lost) > 1 else ' is'} lost (index "
+                      f"{', '.join(str(g['index']) for g in lost)}): fell off the bus or hung",
+                      remediation=Remediation("A lost GPU needs a reset or a reboot; if it comes back lost, "
+                                              "drain the node and have the GPU replaced.",
+                                              ["sudo dmesg | grep -E 'Xid|fallen off the bus'", "sudo reboot"]),
+                      metrics=metrics, rows=rows)
+    if expect is not None and found != expect:
+        return Result("driver.gpu-count", Status.FAIL, f"found {found} GPUs, expected {expect}",
+                      remediation=Remediation("A missing GPU is a hardware, BIOS or driver fault.", [
+                          "lspci -d 10de: | grep -icE '3d|vga'", "nvidia-smi -L", "sudo dmesg | grep -i nvrm"]),
+                      metrics=metrics)
+    return _visible_to_torch(nvml, torch, env, found, metrics)
+
+
+def _visible_to_torch(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], found: int,
+                      metrics: list[Metric]) -> Result:
+    seen = torch.get("device_count") or 0
+    metrics.append(Metric("gpus_torch", seen))
+    if not torch.get("cuda_available") or seen == found:
+        note = "" if seen == found else " (torch cannot use them: see torch.cuda-available)"
+        order = _device_order_note(nvml, env)
+        if order:
+            return Result("driver.gpu-count", Status.WARN, f"{found} GPUs; {order}", metrics=metrics,
+                          remediation=Remediation("torch numbers GPUs fastest first unless told otherwise, so "
+                                                  "cuda:0 is not nvidia-smi's GPU 0 on a mixed node.",
+                                                  ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]))
+        return Result("driver.gpu-count", Status.PASS, f"{found} GPUs{note}", metrics=metrics)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return Result("driver.gpu-count", Status.WARN,
+                      f"torch sees {seen} of {found} GPUs because CUDA_VISIBLE_DEVICES={visible!r}",
+                      metrics=metrics, remediation=Remediation(
+                          "CUDA_VISIBLE_DEVICES hides GPUs from torch; unset it to train on all of them.",
+                          ["unset CUDA_VISIBLE_DEVICES"]))
+    return Result("driver.gpu-count", Status.FAIL, f"torch sees {seen} GPUs but NVML sees {found}",
+                  metrics=metrics, remediation=Remediation(
+                      "A GPU NVML lists but CUDA cannot open is failing, in MIG mode, or held exclusively.",
+                      ["nvidia-smi -q | grep -iE 'mig mode|compute mode' -A2", "sudo dmesg | grep -i xid"]))
+
+
+def _device_order_note(nvml: dict[str, Any], env: dict[str, str]) -> str | None:
+    names = {g.get("name") for g in nvml.get("gpus", []) if not g.get("lost")}
+    if len(names) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+        return f"mixed models ({', '.join(sorted(n or '?' for n in names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID"
+    return None
+
+
+MODE_FIXES = {
+    "inforom": "nvidia-smi -q -i <GPU> | grep -A6 -i inforom  # a corrupt infoROM needs the vendor (RMA)",
+    "compute": "sudo nvidia-smi -i <GPU> -c DEFAULT",
+    "mig": "sudo nvidia-smi -i <GPU> -mig 0 && sudo nvidia-smi -i <GPU> -r",
+    "persistence": "sudo systemctl enable --now nvidia-persistenced  # or: sudo nvidia-smi -i <GPU> -pm 1",
+}
+
+
+def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
+    judged = [_modes_row(g) for g in gpus]
+    kinds = [kind for _, found in judged for kind in found]
+    fix = Remediation("Compute mode Default lets one process per GPU (and NCCL's helpers) open it; MIG splits a "
+                      "GPU so NCCL cannot use it whole; persistence keeps the driver initialised between jobs.",
+                      [command for kind, command in MODE_FIXES.items() if kind in kinds])
+    return from_rows("driver.gpu-modes", [row for row, _ in judged], f"{len(gpus)} GPUs: persistence on, "
+                     "compute mode Default, no MIG, infoROM valid", fix)
+
+
+def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
+    problems: list[tuple[Status, str, str]] = []
+    if gpu.get("inforom_valid") is False:
+        problems.append((Status.FAIL, "infoROM is corrupted", "inforom"))
+    mode = gpu.get("compute_mode")
+    if mode == 2:
+        problems.append((Status.FAIL, "compute mode Prohibited: no process may use this GPU", "compute"))
+    elif mode in (1, 3):
+        problems.append((Status.WARN, f"compute mode {COMPUTE_MODES[mode]}: one process at a time", "compute"))
+    mig = gpu.get("mig_mode")
+    if mig and mig["current"]:
+        problems.append((Status.WARN, "MIG is on: torch and NCCL see instances, not the whole GPU", "mig"))
+    if mig and mig["pending"] != mig["current"]:
+        problems.append((Status.WARN, "a MIG mode change is pending a GPU reset", "mig"))
+    if gpu.get("persistence_mode") is False:
+        problems.append((Status.WARN, "persistence mode off: slow start, state lost between jobs", "persistence"))
+    if not problems:
+        return gpu_row(gpu, Status.PASS, "ok"), set()
+    row = gpu_row(gpu, worst([s for s, _, _ in problems]), "; ".join(text for _, text, _ in problems))
+    return row, {kind for _, _, kind in problems}
+
+
+def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
+    with_fabric = [g for g in gpus if (g.get("fabric") or {}).get("state", FABRIC_NOT_SUPPORTED) != FABRIC_NOT_SUPPORTED]
+    if not with_fabric:
+        return Result("driver.fabric", Status.SKIP, "no NVSwitch fabric on this node")
+    rows = []
+    for gpu in with_fabric:
+        state, code = gpu["fabric"]["state"], gpu["fabric"]["status"]
+        if state == FABRIC_NOT_STARTED:
+            rows.append(gpu_row(gpu, Status.FAIL, "fabric not started: CUDA init fails (error 802)"))
+        elif state == FABRIC_IN_PROGRESS:
+            rows.append(gpu_row(gpu, Status.WARN, "fabric registration still in progress"))
+        elif code:
+            rows.append(gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {code})"))
+        else:
+            rows.append(gpu_row(gpu, Status.PASS, "fabric registered"))
+    return from_rows("driver.fabric", rows, f"{len(rows)} GPUs registered with the NVSwitch fabric",
+                     Remediation("On NVSwitch systems the fabric manager must run (same version as the driver) "
+                                 "before CUDA can initialise.", [
+                                     "sudo systemctl enable --now nvidia-fabricmanager",
+                                     "systemctl status nvidia-fabricmanager",
+                                     "nvidia-smi -q | grep -A3 -i fabric"]))
+
+
+def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str, Any]]) -> Result:
+    rows = []
+    for gpu in gpus:
+        procs = gpu.get("processes")
+        if procs is None:
+            rows.append(gpu_row(gpu, Status.SKIP, "process list not available"))
+        elif not procs:
+            rows.append(gpu_row(gpu, Status.PASS, "no other process"))
+        else:
+            rows.append(gpu_row(gpu, Status.WARN, "; ".join(_describe(p, process_info) for p in procs)))
+    return from_rows("driver.processes", rows, "no other process holds GPU memory", Remediation(
+        "Memory held by other processes is memory training cannot use; zombies keep it until they are reaped.",
+        ["nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
+         "kill <PID>  # or its parent, for a zombie"]))
+
+
+def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> str:
+    info = process_info.get(str(proc["pid"]), {})
+    state = info.get("status")
+    name = info.get("name") or "not visible from here"
+    note = " ZOMBIE" if state == "zombie" else ""
+    return f"pid {proc['pid']} ({name}{note}) holds {proc['used_mib']} MiB"
+
+
+@check("driver.nvml", "NVML loads and the driver answers")
+def nvml_loads(ctx: CheckContext) -> Result:
+    """NVML initialises; driver version and the CUDA version it supports."""
+    return judge_nvml(ctx.nvml)
+
+
+@check("driver.kernel-module", "Kernel module agrees with the library")
+def kernel_module(ctx: CheckContext) -> Result:
+    """The loaded kernel module is the library's release (no upgrade without reboot); nouveau is not loaded."""
+    return judge_kernel_module(ctx.nvml, ctx.system)
+
+
+@check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",))
+def gpu_count(ctx: CheckContext) -> Result:
+    """GPU count against --expect-gpus; lost GPUs; GPUs NVML sees that torch does not, and why."""
+    return judge_gpu_count(ctx.nvml, ctx.torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
+
+
+@check("driver.gpu-modes", "Persistence, compute mode, MIG, infoROM", needs=("nvml",))
+def gpu_modes(ctx: CheckContext) -> Result:
+    """Persistence mode, compute mode, MIG mode and infoROM validity per GPU."""
+    return judge_gpu_modes(live_gpus(ctx.facts))
+
+
+@check("driver.fabric", "NVSwitch fabric is up", needs=("nvml",))
+def fabric(ctx: CheckContext) -> Result:
+    """On NVSwitch systems, every GPU registered with the fabric (fabric manager running)."""
+    return judge_fabric(live_gpus(ctx.facts))
+
+
+@check("driver.processes", "No other process holds GPU memory", needs=("nvml",))
+def processes(ctx: CheckContext) -> Result:
+    """Other processes holding GPU memory (PID, name, memory), stale or zombie ones included."""
+    return judge_processes(live_gpus(ctx.facts), ctx.system.get("gpu_processes", {}))

@@ -1,0 +1,255 @@
+"""GPU health counters per GPU: ECC, retired pages, row remapping, throttling, temperature, power, PCIe, NVLink, Xid.
+
+Thresholds follow DCGM and the cloud health checks (Azure aznhc, Meta gcm) and are configurable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row
+from gpudoctor.registry import check
+from gpudoctor.runner import CheckContext, live_gpus
+
+# nvmlClocksEventReason* bits (nvml.h)
+HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+THROTTLE_FAIL = {HW_SLOWDOWN: "HW slowdown", HW_THERMAL: "HW thermal slowdown", HW_POWER_BRAKE: "HW power brake"}
+THROTTLE_WARN = {SW_THERMAL: "SW thermal slowdown"}
+
+# Xids that mean the GPU or its memory needs attention (NVIDIA Xid catalogue; the same lists as Azure
+# aznhc and Meta gcm): ECC/row remap, fallen off the bus, NVLink, GSP and contained/uncontained errors.
+CRITICAL_XIDS = {
+    48: "double-bit ECC error", 63: "ECC page retirement / row remap event", 64: "row remap failure",
+    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC rate",
+    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
+    121: "C2C link error", 140: "unrecovered ECC error",
+}
+
+RESET_FIX = Remediation("Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and "
+                        "have the GPU replaced.", ["sudo nvidia-smi -i <GPU> -r", "sudo reboot"])
+
+
+def per_gpu(check_id: str, gpus: list[dict[str, Any]], judge: Callable[[dict[str, Any]], Row], ok: str,
+            remediation: Remediation) -> Result:
+    return from_rows(check_id, [judge(g) for g in gpus], ok, remediation)
+
+
+def ecc_row(gpu: dict[str, Any], correctable_warn: int) -> Row:
+    mode, errors = gpu.get("ecc_mode"), gpu.get("ecc_errors") or {}
+    if mode is None:
+        return gpu_row(gpu, Status.SKIP, "ECC not supported on this GPU")
+    if (errors.get("volatile_uncorrected") or 0) > 0:
+        return gpu_row(gpu, Status.FAIL, f"{errors['volatile_uncorrected']} uncorrectable ECC errors since boot")
+    if not mode["current"]:
+        return gpu_row(gpu, Status.WARN, "ECC is disabled: memory errors go undetected")
+    if mode["pending"] != mode["current"]:
+        return gpu_row(gpu, Status.WARN, "an ECC mode change is pending a reboot")
+    corrected = errors.get("volatile_corrected") or 0
+    if corrected > correctable_warn:
+        return gpu_row(gpu, Status.WARN, f"{corrected} correctable ECC errors since boot (> {correctable_warn})")
+    return gpu_row(gpu, Status.PASS, f"ECC on, {corrected} corrected")
+
+
+def retired_row(gpu: dict[str, Any], max_pages: int) -> Row:
+    pages = gpu.get("retired_pages")
+    if pages is None:
+        return gpu_row(gpu, Status.SKIP, "no page retirement (row remapping on Ampere and newer)")
+    total = pages["sbe"] + pages["dbe"]
+    if pages["pending"]:
+        return gpu_row(gpu, Status.FAIL, f"page retirement pending ({total} retired): reset the GPU")
+    if total >= max_pages:
+        return gpu_row(gpu, Status.FAIL, f"{total} retired pages (limit {max_pages}): replace the GPU")
+    return gpu_row(gpu, Status.PASS, f"{total} retired pages")
+
+
+def remap_row(gpu: dict[str, Any]) -> Row:
+    rows = gpu.get("remapped_rows")
+    if rows is None:
+        return gpu_row(gpu, Status.SKIP, "row remapping not supported on this GPU")
+    if rows["failure"]:
+        return gpu_row(gpu, Status.FAIL, "row remapping failed: the GPU needs replacing")
+    if rows["pending"]:
+        return gpu_row(gpu, Status.FAIL, "a row remap is pending: reset the GPU to apply it")
+    return gpu_row(gpu, Status.PASS, f"{rows['correctable']} correctable / {rows['uncorrectable']} uncorrectable remaps")
+
+
+def throttle_row(gpu: dict[str, Any]) -> Row:
+    mask = gpu.get("clock_event_reasons")
+    if mask is None:
+        return gpu_row(gpu, Status.SKIP, "clock event reasons not available")
+    failing = [name for bit, name in THROTTLE_FAIL.items() if mask & bit]
+    if failing:
+        return gpu_row(gpu, Status.FAIL, f"{', '.join(failing)} active")
+    warning = [name for bit, name in THROTTLE_WARN.items() if mask & bit]
+    if warning:
+        return gpu_row(gpu, Status.WARN, f"{', '.join(warning)} active")
+    return gpu_row(gpu, Status.PASS, "no hardware or thermal slowdown")
+
+
+def temperature_row(gpu: dict[str, Any], margin_c: int) -> Row:
+    temp, slowdown = gpu.get("temperature_c"), gpu.get("temperature_slowdown_c")
+    if temp is None:
+        return gpu_row(gpu, Status.SKIP, "temperature not available")
+    if slowdown is None:
+        return gpu_row(gpu, Status.PASS, f"{temp} C")
+    if temp >= slowdown:
+        return gpu_row(gpu, Status.FAIL, f"{temp} C, at or over the {slowdown} C slowdown threshold")
+    if temp >= slowdown - margin_c:
+        return gpu_row(gpu, Status.WARN, f"{temp} C, within {margin_c} C of the {slowdown} C slowdown threshold")
+    return gpu_row(gpu, Status.PASS, f"{temp} C (slowdown at {slowdown} C)")
+
+
+def power_row(gpu: dict[str, Any], min_fraction: float) -> Row:
+    limit, default = gpu.get("power_limit_w"), gpu.get("power_default_limit_w")
+    if limit is None or not default:
+        return gpu_row(gpu, Status.SKIP, "power limits not available")
+    if limit < default * min_fraction:
+        return gpu_row(gpu, Status.WARN, f"power limit {limit:.0f} W, below the default {default:.0f} W")
+    return gpu_row(gpu, Status.PASS, f"power limit {limit:.0f} W (default {default:.0f} W)")
+
+
+def pcie_row(gpu: dict[str, Any], replay_warn: int) -> Row:
+    """A lower generation at idle is power saving; a narrower link or a slot slower than the GPU is not."""
+    link = gpu.get("pcie") or {}
+    gen, max_gen, gpu_max = link.get("gen"), link.get("max_gen"), link.get("gpu_max_gen")
+    width, max_width = link.get("width"), link.get("max_width")
+    if gen is None or width is None:
+        return gpu_row(gpu, Status.SKIP, "PCIe link state not available")
+    problems = []
+    if max_width and width < max_width:
+        problems.append(f"link is x{width} of x{max_width}: reseat the GPU or check the slot/riser")
+    if gpu_max and max_gen and max_gen < gpu_max:
+        problems.append(f"the slot runs Gen{max_gen}, the GPU supports Gen{gpu_max}")
+    replays = link.get("replays") or 0
+    if replays > replay_warn:
+        problems.append(f"{replays} PCIe replays (> {replay_warn}): signal integrity problem")
+    if problems:
+        return gpu_row(gpu, Status.WARN, "; ".join(problems))
+    idle = f" (Gen{gen} now: links train down at idle; bandwidth.host-device measures it under load)" if (
+        max_gen and gen < max_gen) else ""
+    return gpu_row(gpu, Status.PASS, f"Gen{max_gen or gen} x{width}{idle}")
+
+
+def nvlink_row(gpu: dict[str, Any], error_warn: int) -> Row:
+    links = gpu.get("nvlinks") or []
+    if not links:
+        return gpu_row(gpu, Status.SKIP, "no NVLink")
+    active = [lk for lk in links if lk["active"]]
+    if not active:
+        return gpu_row(gpu, Status.SKIP, "no NVLink connected")
+    down = [lk["link"] for lk in links if not lk["active"]]
+    if down:
+        return gpu_row(gpu, Status.FAIL, f"{len(down)} of {len(links)} NVLinks down (links {', '.join(map(str, down))})")
+    noisy = [lk for lk in active if _link_errors(lk) > error_warn]
+    if noisy:
+        worst_link = max(noisy, key=_link_errors)
+        return gpu_row(gpu, Status.WARN, f"{len(noisy)} links with > {error_warn} CRC/replay/recovery errors "
+                       f"(link {worst_link['link']}: {_link_errors(worst_link)})")
+    return gpu_row(gpu, Status.PASS, f"{len(active)} NVLinks up")
+
+
+def _link_errors(link: dict[str, Any]) -> int:
+    return sum(link.get(k) or 0 for k in ("replay", "recovery", "crc_flit", "crc_data"))
+
+
+def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
+    if not kernel_log.get("readable"):
+        return Result("health.xid", Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
+    rows = []
+    for gpu in gpus:
+        xids = [x for x in kernel_log.get("xids", []) if _same_pci(x["pci"], gpu.get("pci_bus_id"))]
+        critical = sorted({x["xid"] for x in xids if x["xid"] in CRITICAL_XIDS})
+        if critical:
+            rows.append(gpu_row(gpu, Status.FAIL, ", ".join(f"Xid {x} ({CRITICAL_XIDS[x]})" for x in critical)))
+        elif xids:
+            rows.append(gpu_row(gpu, Status.WARN, f"Xid {', '.join(str(x) for x in sorted({x['xid'] for x in xids}))}"
+                                " (usually an application fault)"))
+        else:
+            rows.append(gpu_row(gpu, Status.PASS, "no Xid"))
+    return from_rows("health.xid", rows, "no Xid errors in the kernel log", Remediation(
+        "Critical Xids mean failing hardware or memory: drain the node, reset the GPU, and replace it if they recur.",
+        ["sudo dmesg -T | grep -i xid", "sudo nvidia-smi -i <GPU> -r"]))
+
+
+def _same_pci(xid_pci: str, bus_id: str | None) -> bool:
+    """Xid lines say 0000:3b:00; NVML says 00000000:3B:00.0: compare domain, bus and device numbers."""
+    return bus_id is not None and pci_address(xid_pci) == pci_address(bus_id)
+
+
+def pci_address(text: str) -> tuple[int, ...]:
+    parts = text.split(".")[0].split(":")
+    try:
+        return tuple(int(p, 16) for p in parts[-3:])
+    except ValueError:
+        return ()
+
+
+@check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})
+def ecc(ctx: CheckContext) -> Result:
+    """ECC mode; uncorrectable errors fail, correctable ones above a threshold warn."""
+    return per_gpu("health.ecc", live_gpus(ctx.facts), lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
+                   "ECC on, no uncorrectable errors", RESET_FIX)
+
+
+@check("health.retired-pages", "Retired pages", needs=("nvml",), settings={"max_pages": 60})
+def retired_pages(ctx: CheckContext) -> Result:
+    """Retired pages pending or over the limit (pre-Ampere GPUs; DCGM's limit is 60)."""
+    result = per_gpu("health.retired-pages", live_gpus(ctx.facts), lambda g: retired_row(g, ctx.settings["max_pages"]),
+                     "no retired pages pending or over the limit", RESET_FIX)
+    result.metrics.append(Metric("max_pages", ctx.settings["max_pages"], expected_source="DCGM retired-pages limit"))
+    return result
+
+
+@check("health.row-remap", "Row remapping", needs=("nvml",))
+def row_remap(ctx: CheckContext) -> Result:
+    """Row remapping pending (needs a reset) or failed (needs replacing): Ampere and newer."""
+    return per_gpu("health.row-remap", live_gpus(ctx.facts), remap_row, "no row remap pending or failed", RESET_FIX)
+
+
+@check("health.throttle", "Clock throttling", needs=("nvml",))
+def throttle(ctx: CheckContext) -> Result:
+    """Clock event reasons: HW slowdown, HW thermal and power brake fail (as DCGM), SW thermal warns."""
+    return per_gpu("health.throttle", live_gpus(ctx.facts), throttle_row, "no hardware or thermal slowdown",
+                   Remediation("Hardware slowdown means overheating, a failing PSU or an external power brake "
+                               "signal: check cooling and power.", ["nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER"]))
+
+
+@check("health.temperature", "Temperature", needs=("nvml",), settings={"margin_c": 5})
+def temperature(ctx: CheckContext) -> Result:
+    """GPU temperature against its slowdown threshold."""
+    return per_gpu("health.temperature", live_gpus(ctx.facts), lambda g: temperature_row(g, ctx.settings["margin_c"]),
+                   "every GPU well below its slowdown temperature",
+                   Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]))
+
+
+@check("health.power", "Power limit", needs=("nvml",), settings={"min_fraction": 0.95})
+def power(ctx: CheckContext) -> Result:
+    """Enforced power limit against the default (a capped GPU trains slower)."""
+    return per_gpu("health.power", live_gpus(ctx.facts), lambda g: power_row(g, ctx.settings["min_fraction"]),
+                   "every GPU at its default power limit",
+                   Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]))
+
+
+@check("health.pcie", "PCIe link", needs=("nvml",), settings={"replay_warn": 100})
+def pcie(ctx: CheckContext) -> Result:
+    """PCIe width and generation against the maximum (idle downshift is normal), replay counter."""
+    return per_gpu("health.pcie", live_gpus(ctx.facts), lambda g: pcie_row(g, ctx.settings["replay_warn"]),
+                   "every GPU's PCIe link at full width", Remediation(
+                       "A narrow link or many replays halve host transfers: reseat the GPU, check risers and "
+                       "BIOS PCIe settings.", ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'"]))
+
+
+@check("health.nvlink", "NVLink", needs=("nvml",), settings={"error_warn": 100})
+def nvlink(ctx: CheckContext) -> Result:
+    """Every NVLink up; CRC, replay and recovery error counters."""
+    return per_gpu("health.nvlink", live_gpus(ctx.facts), lambda g: nvlink_row(g, ctx.settings["error_warn"]),
+                   "every NVLink up with few errors", Remediation(
+                       "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "
+                       "board or NVSwitch tray if it persists.", ["nvidia-smi nvlink -s", "nvidia-smi nvlink -e"]))
+
+
+@check("health.xid", "Xid errors in the kernel log", needs=("nvml",))
+def xid(ctx: CheckContext) -> Result:
+    """Xid errors from the kernel log per GPU; critical ones (ECC, fallen off the bus, NVLink) fail."""
+    return judge_xid(ctx.system.get("kernel_log", {}), live_gpus(ctx.facts))

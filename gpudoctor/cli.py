@@ -1,0 +1,273 @@
+"""The `gpudoctor` command. Imports are lazy: --help, --version and `list` never import torch or pynvml."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NoReturn
+
+from gpudoctor import __version__
+
+LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: long stress (default: quick)"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2, no traceback."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="gpudoctor", description="Will this machine train PyTorch models on all its GPUs? "
+                    "If not: what is wrong, and the command that fixes it.")
+    parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    _add_check_options(sub.add_parser("check", help="run the checks and report (exit 0 ok, 1 failed, 2 usage)"))
+    lister = sub.add_parser("list", help="list every check with its id, level and source")
+    lister.add_argument("--checks-dir", action="append", default=[], metavar="DIR",
+                        help="also load site-local check modules from DIR (repeatable)")
+    snap = sub.add_parser("snapshot", help="write the node's facts as a JSON snapshot")
+    snap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    baseline = sub.add_parser("baseline", help="save this known-good node's measured figures")
+    baseline_sub = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=Parser,
+                                           required=True)
+    saver = baseline_sub.add_parser("save", help="run the standard workloads and store their figures in FILE")
+    saver.add_argument("file", metavar="FILE")
+    _add_check_options(saver, for_baseline=True)
+    return parser
+
+
+def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -> None:
+    if not for_baseline:
+        p.add_argument("--level", choices=("quick", "standard", "full"), help=LEVEL_HELP)
+        p.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID",
+                       help="run only these checks or areas (any level)")
+        p.add_argument("--skip", nargs="+", action="extend", default=[], metavar="ID",
+                       help="skip these checks or areas")
+        p.add_argument("--json", action="store_true", help="print the JSON report instead of the console report")
+        p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report to FILE")
+        p.add_argument("--strict", action="store_true", default=None, help="warnings fail too (exit 1)")
+        p.add_argument("--from", dest="from_file", metavar="FILE",
+                       help="judge a snapshot offline instead of this machine (workloads skip)")
+        p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
+        p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
+    p.add_argument("--timeout", type=_positive_float, metavar="S", help="timeout per workload check in seconds")
+    p.add_argument("--expect-gpus", type=_non_negative_int, metavar="N", help="the number of GPUs this node has")
+    p.add_argument("--config", metavar="FILE", help="TOML file with settings and per-check thresholds")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default=None,
+                   help="where workloads run: auto (GPUs if torch sees them, else CPU with gloo)")
+    p.add_argument("--checks-dir", action="append", default=[], metavar="DIR",
+                   help="also load site-local check modules from DIR (repeatable; env GPUDOCTOR_CHECKS_DIR)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return 0
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"gpudoctor: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    discovery = _discover(args.checks_dir)
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "level", "source", "description"):
+        table.add_column(column, overflow="fold")
+    for spec in discovery.specs:
+        table.add_row(spec.id, spec.level, spec.source, spec.description)
+    for source, error in discovery.broken:
+        table.add_row("plugins.load", "-", source, f"failed to load: {error}")
+    Console().print(table)
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    import json
+
+    from gpudoctor.facts import snapshot
+
+    facts = snapshot.gather()
+    if args.output:
+        _write(Path(args.output), json.dumps(facts, indent=1, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    return _run_and_report(args, plan)
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from gpudoctor import baseline
+
+    args.level, args.only, args.skip, args.from_file, args.baseline = "standard", [], [], None, None
+    args.strict, args.json, args.output, args.verbose = None, False, None, False
+    plan = _plan(args)
+    run = _execute(plan, show_progress=True)
+    saved = baseline.from_results(run.results, plan["facts"])
+    if not saved["figures"]:
+        raise UsageError("no workload produced a figure to save; run on the node with its GPUs")
+    _write(Path(args.file), baseline.dumps(saved))
+    print(f"saved {len(saved['figures'])} figures to {args.file}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything that can be wrong with the input is found here, before any check runs."""
+    from gpudoctor import config as config_mod
+    from gpudoctor.launch import Fault, FaultSpecError
+    from gpudoctor.runner import Options, SelectionError, select
+
+    try:
+        cfg = config_mod.load(Path(args.config) if args.config else None)
+        discovery = _discover(args.checks_dir + cfg.top.get("checks_dir", []))
+        config_mod.validate_checks(cfg, discovery.specs)
+        fault = Fault.from_env()
+    except (config_mod.ConfigError, FaultSpecError) as exc:
+        raise UsageError(str(exc)) from None
+    top = cfg.top
+    options = Options(
+        level=args.level or top.get("level", "quick"),
+        only=args.only or list(top.get("only", [])),
+        skip=args.skip + list(top.get("skip", [])),
+        timeout=args.timeout or top.get("timeout"),
+        expect_gpus=args.expect_gpus if args.expect_gpus is not None else top.get("expect_gpus"),
+        device=args.device or top.get("device", "auto"),
+        offline=bool(args.from_file),
+        baseline=_load_baseline(args.baseline or top.get("baseline")),
+        fault=fault,
+    )
+    if options.device not in ("auto", "cuda", "cpu"):
+        raise UsageError(f"config: device must be auto, cuda or cpu, not {options.device!r}")
+    try:
+        specs = select(discovery.specs, options)
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
+    facts, source = _facts(args.from_file)
+    strict = args.strict if args.strict is not None else bool(top.get("strict", False))
+    return {"options": options, "specs": specs, "config": cfg, "facts": facts, "source": source,
+            "strict": strict, "broken": discovery.broken}
+
+
+def _discover(dirs: list[str]) -> Any:
+    from gpudoctor.registry import discover
+
+    try:
+        return discover(dirs)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    from gpudoctor import baseline
+
+    try:
+        return baseline.load(Path(path))
+    except baseline.BaselineError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _facts(from_file: str | None) -> tuple[dict[str, Any], str]:
+    from gpudoctor.facts import snapshot
+
+    if from_file:
+        try:
+            return snapshot.load(Path(from_file)), f"snapshot:{from_file}"
+        except snapshot.SnapshotError as exc:
+            raise UsageError(str(exc)) from None
+    return snapshot.gather(), "live"
+
+
+def _execute(plan: dict[str, Any], show_progress: bool) -> Any:
+    from rich.console import Console
+
+    from gpudoctor.report.console import LiveProgress
+    from gpudoctor.runner import broken_plugin_results, run_checks
+
+    progress = LiveProgress(Console(stderr=True), len(plan["specs"]))
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with progress.context() if show_progress else nullcontext():
+            run = run_checks(plan["specs"], plan["facts"], plan["options"], plan["config"].settings, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    run.results = broken_plugin_results(plan["broken"]) + run.results
+    return run
+
+
+def _run_and_report(args: argparse.Namespace, plan: dict[str, Any]) -> int:
+    from rich.console import Console
+
+    from gpudoctor.report import document as doc
+
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = time.monotonic()
+    run = _execute(plan, show_progress=not args.json)
+    code = doc.exit_code(run.results, plan["strict"], run.interrupted)
+    meta = {"host": plan["facts"]["system"].get("hostname", os.uname().nodename), "started_at": started_at,
+            "duration_s": round(time.monotonic() - started + plan["facts"].get("gather_s", 0.0), 3),
+            "level": plan["options"].level, "source": plan["source"]}
+    document = doc.build(run.results, meta, code, run.interrupted)
+    if args.output:
+        _write(Path(args.output), doc.dumps(document))
+    if args.json:
+        sys.stdout.write(doc.dumps(document))
+    else:
+        from gpudoctor.report.console import render
+
+        render(Console(), document, run.results, args.verbose)
+    return code
+
+
+def _write(path: Path, text: str) -> None:
+    from gpudoctor.facts.snapshot import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+COMMANDS = {"check": cmd_check, "list": cmd_list, "snapshot": cmd_snapshot, "baseline": cmd_baseline}

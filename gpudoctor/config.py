@@ -1,0 +1,116 @@
+"""The optional TOML config: run-wide settings and a table of thresholds per check.
+
+    expect_gpus = 8
+    skip = ["system.container"]
+    [checks.health.ecc]
+    correctable_warn = 100
+
+Every key is checked against what the checks declare; an unknown key or a wrong type is a one-line
+error naming the key.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.registry import LEVELS, CheckSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
+    "level": str,
+    "expect_gpus": int,
+    "timeout": (int, float),
+    "strict": bool,
+    "only": list,
+    "skip": list,
+    "checks_dir": list,
+    "baseline": str,
+    "device": str,
+    "checks": dict,
+}
+PER_CHECK_COMMON: dict[str, Any] = {"timeout": 0.0}
+
+
+class ConfigError(ValueError):
+    """The config file is missing, not TOML, or has an unknown key or a wrong type."""
+
+
+@dataclass
+class Config:
+    path: Path | None = None
+    top: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def settings(self, spec: CheckSpec) -> dict[str, Any]:
+        """The check's declared defaults, overridden by its table in the file."""
+        return {**spec.settings, **self.checks.get(spec.id, {})}
+
+
+def load(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    for key, value in data.items():
+        _check_type(path, key, value, TOP_LEVEL.get(key))
+    if "level" in data and data["level"] not in LEVELS:
+        raise ConfigError(f"config {path}: level must be one of {', '.join(LEVELS)}, not {data['level']!r}")
+    checks = _flatten(data.pop("checks", {}))
+    return Config(Path(path), data, checks)
+
+
+def _check_type(path: Path, key: str, value: Any, expected: type | tuple[type, ...] | None) -> None:
+    if expected is None:
+        raise ConfigError(f"config {path}: unknown key {key!r}")
+    if isinstance(value, bool) and expected in (int, (int, float)):
+        raise ConfigError(f"config {path}: {key} must be a number, not a boolean")
+    if not isinstance(value, expected):
+        names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+        raise ConfigError(f"config {path}: {key} must be {names}, not {type(value).__name__}")
+
+
+def _flatten(tables: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """[checks.health.ecc] arrives as {"health": {"ecc": {...}}}; make it {"health.ecc": {...}}."""
+    flat: dict[str, dict[str, Any]] = {}
+    for area, names in tables.items():
+        if not isinstance(names, dict):
+            raise ConfigError(f"config: checks.{area} must be a table of checks")
+        for name, table in names.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"config: checks.{area}.{name} must be a table")
+            flat[f"{area}.{name}"] = table
+    return flat
+
+
+def validate_checks(config: Config, specs: list[CheckSpec]) -> None:
+    """Every [checks.X] table names a known check and only that check's settings, with the right types."""
+    by_id = {s.id: s for s in specs}
+    for check_id, table in config.checks.items():
+        spec = by_id.get(check_id)
+        if spec is None:
+            raise ConfigError(f"config {config.path}: checks.{check_id} is not a known check")
+        known = {**PER_CHECK_COMMON, **spec.settings}
+        for key, value in table.items():
+            if key not in known:
+                raise ConfigError(f"config {config.path}: checks.{check_id}.{key} is not a setting of that check "
+                                  f"(settings: {', '.join(sorted(known)) or 'none'})")
+            _check_type(config.path or Path("config"), f"checks.{check_id}.{key}", value, _type_of(known[key]))
+
+
+def _type_of(default: Any) -> type | tuple[type, ...]:
+    if isinstance(default, bool):
+        return bool
+    if isinstance(default, (int, float)):
+        return (int, float)
+    return type(default)

@@ -1,0 +1,187 @@
+"""Host facts that decide whether multi-GPU training works: shared memory, limits, NUMA, network, logs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import resource
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "CUDA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "OMP_NUM_THREADS", "NVIDIA_")
+XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
+
+
+def start_nvcc() -> subprocess.Popen[str] | None:
+    """`nvcc --version`, started early so it overlaps the other facts."""
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return None
+    return subprocess.Popen([nvcc, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def collect_nvcc(proc: subprocess.Popen[str] | None) -> dict[str, Any]:
+    if proc is None:
+        return {"path": None, "version": None}
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return {"path": proc.args[0], "version": None}
+    match = re.search(r"release (\d+\.\d+)", out)
+    return {"path": proc.args[0], "version": match.group(1) if match else None}
+
+
+def gather(root: Path = Path("/")) -> dict[str, Any]:
+    return {
+        "hostname": os.uname().nodename,
+        "kernel": os.uname().release,
+        "shm_bytes": _shm_bytes(root / "dev/shm"),
+        "memory_bytes": psutil.virtual_memory().total,
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "numa_nodes": _numa_nodes(root),
+        "limits": _limits(),
+        "container": _container(root),
+        "kernel_modules": _modules(root),
+        "nvidia_module_version": _nvidia_module_version(root),
+        "interfaces": sorted(psutil.net_if_addrs()),
+        "infiniband": _infiniband(root),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "kernel_log": read_kernel_log(),
+        "euid": os.geteuid(),
+    }
+
+
+def _shm_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize
+
+
+def _numa_nodes(root: Path) -> dict[str, list[int]]:
+    nodes = {}
+    for node in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
+        with contextlib.suppress(OSError):
+            nodes[node.name[4:]] = parse_cpulist((node / "cpulist").read_text())
+    return nodes
+
+
+def parse_cpulist(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus += range(int(lo), int(hi) + 1)
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def _limits() -> dict[str, int | None]:
+    def soft(which: int) -> int | None:
+        value = resource.getrlimit(which)[0]
+        return None if value == resource.RLIM_INFINITY else value
+
+    return {"memlock": soft(resource.RLIMIT_MEMLOCK), "nofile": soft(resource.RLIMIT_NOFILE)}
+
+
+def _container(root: Path) -> str | None:
+    if (root / ".dockerenv").exists():
+        return "docker"
+    if (root / "run/.containerenv").exists():
+        return "podman"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    with contextlib.suppress(OSError):
+        cgroup = (root / "proc/1/cgroup").read_text()
+        for marker in ("kubepods", "docker", "containerd", "lxc"):
+            if marker in cgroup:
+                return marker
+    return None
+
+
+def _modules(root: Path) -> list[str]:
+    try:
+        lines = (root / "proc/modules").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted(line.split()[0] for line in lines if line.startswith(("nvidia", "nouveau")))
+
+
+def _nvidia_module_version(root: Path) -> str | None:
+    """The loaded kernel module's version; NVML's library version must match it."""
+    try:
+        text = (root / "proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return match.group(1) if match else None
+
+
+def _infiniband(root: Path) -> list[dict[str, Any]]:
+    ports = []
+    for port in sorted((root / "sys/class/infiniband").glob("*/ports/*")):
+        with contextlib.suppress(OSError):
+            ports.append({
+                "device": port.parent.parent.name,
+                "port": int(port.name),
+                "state": (port / "state").read_text().strip(),
+                "rate": (port / "rate").read_text().strip(),
+                "link_layer": (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None,
+            })
+    return ports
+
+
+def read_kernel_log() -> dict[str, Any]:
+    """Xid lines from the kernel log; unreadable without privilege on many systems, which is said."""
+    try:
+        proc = subprocess.run(["dmesg", "--notime"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"readable": False, "reason": f"dmesg could not run: {exc}", "xids": []}
+    if proc.returncode != 0:
+        reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
+        return {"readable": False, "reason": f"dmesg: {reason}", "xids": []}
+    return {"readable": True, "reason": None, "xids": parse_xids(proc.stdout)}
+
+
+def parse_xids(text: str) -> list[dict[str, Any]]:
+    xids = []
+    for line in text.splitlines():
+        match = XID_PATTERN.search(line)
+        if match:
+            xids.append({"pci": match.group(1), "xid": int(match.group(2)), "line": line.strip()[:300]})
+    return xids
+
+
+def describe_processes(pids: list[int]) -> dict[str, dict[str, Any]]:
+    """Name and state of the processes NVML says hold GPU memory (host PIDs may be invisible in a container)."""
+    described = {}
+    for pid in sorted(set(pids)):
+        try:
+            proc = psutil.Process(pid)
+            described[str(pid)] = {"name": proc.name(), "status": proc.status()}
+        except psutil.Error:
+            described[str(pid)] = {"name": None, "status": "not visible"}
+    return described
+
+
+def gpu_numa_nodes(bus_ids: list[str], root: Path = Path("/")) -> dict[str, int | None]:
+    """Each GPU's NUMA node from sysfs (NVML's 00000000:3B:00.0 is sysfs's 0000:3b:00.0)."""
+    nodes: dict[str, int | None] = {}
+    for bus_id in bus_ids:
+        domain, _, rest = bus_id.partition(":")
+        path = root / "sys/bus/pci/devices" / f"{domain[-4:]}:{rest}".lower() / "numa_node"
+        try:
+            nodes[bus_id] = int(path.read_text())
+        except (OSError, ValueError):
+            nodes[bus_id] = None
+    return nodes

@@ -1,0 +1,144 @@
+"""The torch gateway: what the installed torch build is and what it can see.
+
+It runs as its own process (`python -m gpudoctor.facts.torchinfo`), started first and read last, so
+torch's import overlaps the NVML and system facts, and a torch that fails or crashes on import becomes
+a finding with its real cause instead of a dead tool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+
+def start() -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "gpudoctor.facts.torchinfo"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def collect(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> dict[str, Any]:
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"importable": False, "import_error": f"importing torch did not finish in {timeout_s:.0f} s"}
+    if proc.returncode == 0:
+        return json.loads(out)
+    last = err.strip().splitlines()[-1] if err.strip() else f"exit code {proc.returncode}"
+    if proc.returncode < 0:
+        last = f"the process crashed with signal {-proc.returncode} while importing torch; {last}"
+    return {"importable": False, "import_error": last}
+
+
+def gather() -> dict[str, Any]:
+    try:
+        import torch
+    except BaseException as exc:  # ImportError, OSError for a missing .so, anything a broken wheel raises
+        return {"importable": False, "import_error": f"{type(exc).__name__}: {exc}"}
+    facts: dict[str, Any] = {
+        "importable": True,
+        "import_error": None,
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "arch_list": torch.cuda.get_arch_list() if torch.version.cuda else [],
+    }
+    facts.update(_cuda(torch))
+    facts["cudnn"] = _cudnn(torch)
+    facts["nccl"] = _nccl(torch)
+    facts["torchvision"] = _torchvision()
+    return facts
+
+
+def _cuda(torch: Any) -> dict[str, Any]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    init_error = "; ".join(str(w.message).split("(Triggered internally")[0].strip() for w in caught) or None
+    if not available and torch.version.cuda:
+        try:
+            torch.cuda.init()
+        except Exception as exc:
+            init_error = str(exc).strip()
+    devices = []
+    if available:
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            devices.append({"index": i, "name": props.name, "capability": [props.major, props.minor],
+                            "total_memory_mib": props.total_memory // 2**20,
+                            "pci_bus_id": _pci_bus_id(props)})
+    return {"cuda_available": available, "cuda_init_error": init_error, "device_count": len(devices),
+            "devices": devices}
+
+
+def _pci_bus_id(props: Any) -> str | None:
+    if hasattr(props, "pci_bus_id"):
+        return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+    return None
+
+
+def _cudnn(torch: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"available": False, "version": None, "compiled": None, "error": None}
+    try:
+        info["available"] = bool(torch.backends.cudnn.is_available())
+        info["version"] = torch.backends.cudnn.version()
+        compiled = torch._C._cudnn.getCompileVersion() if hasattr(torch._C, "_cudnn") else None
+        info["compiled"] = list(compiled) if compiled else None
+    except Exception as exc:
+        info["error"] = str(exc).strip()
+    return info
+
+
+def _nccl(torch: Any) -> dict[str, Any]:
+    import torch.distributed as dist
+
+    info: dict[str, Any] = {"version": None, "error": None, "distributed": dist.is_available(),
+                            "nccl_backend": False, "gloo_backend": False}
+    if dist.is_available():
+        info["nccl_backend"] = dist.is_nccl_available()
+        info["gloo_backend"] = dist.is_gloo_available()
+    if torch.version.cuda:
+        try:
+            version = torch.cuda.nccl.version()
+            info["version"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        except Exception as exc:
+            info["error"] = str(exc).strip()
+    return info
+
+
+def _torchvision() -> dict[str, Any]:
+    """Version and whether its compiled ops load against this torch, without importing all of torchvision.
+
+    Loading the extension library is what `import torchvision` does first and where a torchvision built
+    for another torch fails ("operator torchvision::nms does not exist"); the rest of its import is slow.
+    """
+    import glob
+    import importlib.metadata
+    import importlib.util
+    import os
+
+    import torch
+
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        return {"installed": False, "version": None, "ops_ok": False, "error": "torchvision is not installed"}
+    info = {"installed": True, "version": importlib.metadata.version("torchvision"), "ops_ok": False, "error": None}
+    libraries = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "_C*.so")))
+    try:
+        if not libraries:
+            raise FileNotFoundError("torchvision has no compiled extension (_C*.so)")
+        torch.ops.load_library(libraries[0])
+        boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
+        torch.ops.torchvision.nms(boxes, torch.tensor([1.0, 0.5]), 0.5)
+        info["ops_ok"] = True
+    except Exception as exc:
+        info["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    return info
+
+
+if __name__ == "__main__":
+    json.dump(gather(), sys.stdout)

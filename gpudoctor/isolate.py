@@ -1,0 +1,186 @@
+"""Run a function in a child process in its own session, with a timeout and a whole-tree kill.
+
+A hang, crash or OOM in a workload becomes an `Outcome`, never a dead tool, and every process the
+workload started (grandchildren, and those that started sessions of their own) is gone afterwards.
+Workload code reports what it is doing through `progress()`, so a timeout can say where it hung.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
+KILL_GRACE_S = 2.0
+POLL_S = 0.05
+
+
+@dataclass
+class Outcome:
+    """How an isolated run ended. kind: ok, error (raised or exited non-zero), crash (signal), timeout."""
+
+    kind: str
+    data: Any = None
+    message: str = ""
+    exit_code: int | None = None
+    elapsed_s: float = 0.0
+    stderr_tail: str = ""
+    progress: dict[str, str] = field(default_factory=dict)
+
+
+def run_isolated(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
+    """Call `module:function(payload)` in a new process session; kill the whole tree on timeout."""
+    workdir = Path(tempfile.mkdtemp(prefix="gpudoctor-"))
+    try:
+        return _run(target, payload, timeout_s, env, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None, workdir: Path) -> Outcome:
+    (workdir / "progress").mkdir()
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps({"target": target, "payload": payload}))
+    child_env = {**os.environ, **(env or {}), WORKDIR_ENV: str(workdir)}
+    started = time.monotonic()
+    with open(workdir / "stderr", "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudoctor.isolate", str(spec_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            env=child_env,
+            start_new_session=True,
+        )
+        tree = ProcessTree(proc.pid)
+        try:
+            timed_out = tree.wait(proc, timeout_s)
+        finally:
+            tree.kill()
+    elapsed = time.monotonic() - started
+    return _outcome(proc.returncode, timed_out, elapsed, workdir)
+
+
+def _outcome(returncode: int, timed_out: bool, elapsed: float, workdir: Path) -> Outcome:
+    stderr_tail = _tail(workdir / "stderr")
+    progress = read_progress(workdir)
+    if timed_out:
+        return Outcome("timeout", message=f"no result after {elapsed:.1f} s", elapsed_s=elapsed,
+                       stderr_tail=stderr_tail, progress=progress)
+    result_path = workdir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    if returncode == 0 and result is not None and "data" in result:
+        return Outcome("ok", data=result["data"], exit_code=0, elapsed_s=elapsed, progress=progress)
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return Outcome("crash", message=f"killed by {name}{hint}", exit_code=returncode, elapsed_s=elapsed,
+                       stderr_tail=stderr_tail, progress=progress)
+    message = result["error"] if result and "error" in result else f"exited with code {returncode}"
+    return Outcome("error", message=message, exit_code=returncode, elapsed_s=elapsed,
+                   stderr_tail=stderr_tail, progress=progress)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        return path.read_bytes()[-limit:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ProcessTree:
+    """Every process descended from one root, remembered as they appear so none escapes the kill."""
+
+    def __init__(self, root_pid: int) -> None:
+        self.root_pid = root_pid
+        self.pgid = os.getpgid(root_pid)
+        self.seen: dict[int, psutil.Process] = {}
+
+    def refresh(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.root_pid)
+            for proc in [root, *root.children(recursive=True)]:
+                self.seen.setdefault(proc.pid, proc)
+
+    def wait(self, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+        """Wait for the root to exit; True when the timeout ran out first."""
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None:
+            self.refresh()
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(POLL_S)
+        return False
+
+    def kill(self) -> None:
+        """SIGTERM the group and every remembered descendant, then SIGKILL what is left."""
+        self.refresh()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
+            alive = [p for p in self.seen.values() if _signal(p, sig)]
+            _, still = psutil.wait_procs(alive, timeout=KILL_GRACE_S if sig == signal.SIGTERM else 5)
+            if not still:
+                break
+
+
+def _signal(proc: psutil.Process, sig: int) -> bool:
+    try:
+        proc.send_signal(sig)  # psutil checks the PID was not reused
+        return True
+    except psutil.Error:
+        return False
+
+
+def progress(name: str, phase: str) -> None:
+    """Record what `name` (a rank, a stage) is doing now, so a timeout can name where it hung."""
+    workdir = os.environ.get(WORKDIR_ENV)
+    if workdir:
+        path = Path(workdir, "progress", name)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(phase)
+        tmp.replace(path)
+
+
+def read_progress(workdir: Path) -> dict[str, str]:
+    folder = workdir / "progress"
+    return {p.name: p.read_text() for p in sorted(folder.glob("*")) if p.suffix != ".tmp"} if folder.is_dir() else {}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def _child_main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    result_path = Path(spec_path).with_name("result.json")
+    module_name, _, func_name = spec["target"].partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+        data = func(spec["payload"])
+    except Exception as exc:
+        traceback.print_exc()
+        write_json_atomic(result_path, {"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    write_json_atomic(result_path, {"data": data})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))

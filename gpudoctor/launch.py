@@ -1,0 +1,295 @@
+"""One worker process per GPU through torch.distributed (NCCL on GPUs, gloo on CPU).
+
+The whole launch runs inside `isolate.run_isolated`, so the parent's timeout and tree kill cover
+every rank. Ranks get the same environment torchrun gives (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT), so a worker also runs on its own under torchrun. The launcher fails
+fast: when one rank dies the others are stopped, and the result names the rank and what it was doing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.isolate import WORKDIR_ENV, Outcome, progress, read_progress, run_isolated, write_json_atomic
+
+FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"
+FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt-grad")
+FAIL_FAST_GRACE_S = 2.0
+
+
+class FaultSpecError(ValueError):
+    """GPUDOCTOR_INJECT_FAULT does not parse."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A test hook: make one rank misbehave at a named phase (GPUDOCTOR_INJECT_FAULT=rank=1,kind=hang,at=x)."""
+
+    rank: int
+    kind: str
+    at: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        try:
+            fields = dict(item.split("=", 1) for item in text.split(","))
+            fault = cls(int(fields.pop("rank")), fields.pop("kind"), fields.pop("at", ""))
+        except (ValueError, KeyError) as exc:
+            raise FaultSpecError(f"{FAULT_ENV}={text!r} is not rank=N,kind=K[,at=PHASE]") from exc
+        if fields or fault.kind not in FAULT_KINDS:
+            raise FaultSpecError(f"{FAULT_ENV}={text!r}: kind must be one of {', '.join(FAULT_KINDS)}")
+        return fault
+
+    @classmethod
+    def from_env(cls) -> Fault | None:
+        text = os.environ.get(FAULT_ENV, "").strip()
+        return cls.parse(text) if text else None
+
+
+@dataclass
+class RankContext:
+    """What a worker function gets: its place in the job, its device, and the check's parameters."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: Any
+    params: dict[str, Any]
+    fault: Fault | None = None
+    _seq: int = 0
+
+    def phase(self, name: str) -> None:
+        """Announce the next operation; a timeout report names the last one each rank announced."""
+        self._seq += 1
+        progress(f"rank{self.rank}", f"{self._seq}|{name}")
+        if self.fault_here(name) and self.fault is not None:
+            _trigger(self.fault.kind)
+
+    def fault_here(self, name: str, kind: str | None = None) -> bool:
+        f = self.fault
+        return bool(f and f.rank == self.rank and name.startswith(f.at) and (kind is None or f.kind == kind))
+
+
+def _trigger(kind: str) -> None:
+    if kind == "hang":
+        while True:
+            time.sleep(3600)
+    if kind == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if kind == "exit":
+        os._exit(3)
+    if kind == "raise":
+        raise RuntimeError("injected fault")
+
+
+@dataclass
+class RankReport:
+    rank: int
+    exit_code: int | None
+    data: Any = None
+    error: str = ""
+    phase: str = ""
+    stopped_by_launcher: bool = False
+
+
+@dataclass
+class LaunchResult:
+    """status: ok, error (a rank failed) or timeout (a rank never arrived, or a collective hung)."""
+
+    status: str
+    message: str
+    ranks: list[RankReport] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def data(self) -> list[Any]:
+        return [r.data for r in self.ranks]
+
+
+def launch(
+    worker: str,
+    world_size: int,
+    backend: str,
+    params: dict[str, Any],
+    timeout_s: float,
+    fault: Fault | None = None,
+) -> LaunchResult:
+    """Run `module:function(ctx)` on `world_size` ranks and gather what each returns."""
+    collective_timeout = max(2.0, timeout_s * 0.7)
+    payload = {
+        "worker": worker,
+        "world_size": world_size,
+        "backend": backend,
+        "params": params,
+        "collective_timeout_s": collective_timeout,
+        "fault": fault.__dict__ if fault else None,
+    }
+    return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s))
+
+
+def _interpret(outcome: Outcome) -> LaunchResult:
+    if outcome.kind == "ok":
+        ranks = [RankReport(**r) for r in outcome.data["ranks"]]
+        return _judge_ranks(ranks, outcome.elapsed_s)
+    if outcome.kind == "timeout":
+        return LaunchResult("timeout", _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
+    return LaunchResult("error", f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s)
+
+
+def _judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
+    failed = [r for r in ranks if r.exit_code != 0 and not r.stopped_by_launcher]
+    if not failed:
+        return LaunchResult("ok", f"{len(ranks)} ranks finished", ranks, elapsed)
+    first = failed[0]
+    stuck = [r for r in ranks if r.stopped_by_launcher]
+    if _is_timeout(first.error) and stuck:
+        names = ", ".join(f"rank {r.rank} (in '{r.phase}')" for r in stuck)
+        return LaunchResult("timeout", f"{names} never arrived; rank {first.rank} gave up waiting in "
+                            f"'{first.phase}'", ranks, elapsed)
+    return LaunchResult("error", f"rank {first.rank} {first.error} during '{first.phase}'", ranks, elapsed)
+
+
+def _is_timeout(error: str) -> bool:
+    text = error.lower()
+    return "timed out" in text or "timeout" in text
+
+
+def _stuck_message(progress_by_name: dict[str, str]) -> str:
+    phases = {name: _split_phase(value) for name, value in progress_by_name.items() if name.startswith("rank")}
+    if not phases:
+        return "the launcher never started a rank"
+    low = min(seq for seq, _ in phases.values())
+    laggards = sorted(n for n, (seq, _) in phases.items() if seq == low)
+    where = phases[laggards[0]][1]
+    if len(laggards) == len(phases):
+        return f"all ranks stuck in '{where}'"
+    return f"{', '.join(n.replace('rank', 'rank ') for n in laggards)} stuck in '{where}' while the others waited"
+
+
+def _split_phase(value: str) -> tuple[int, str]:
+    seq, _, name = value.partition("|")
+    return (int(seq), name) if seq.isdigit() else (0, value)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
+    """Inside the isolated child: start one process per rank, fail fast, gather their results."""
+    workdir = Path(os.environ[WORKDIR_ENV])
+    spec_path = workdir / "ranks.json"
+    spec_path.write_text(json.dumps(payload))
+    world = payload["world_size"]
+    base_env = {
+        **os.environ,
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
+    base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    procs = [_start_rank(rank, spec_path, base_env, workdir) for rank in range(world)]
+    stopped = _wait_fail_fast(procs)
+    phases = read_progress(workdir)
+    return {"ranks": [_rank_report(r, p, workdir, phases, r in stopped).__dict__ for r, p in enumerate(procs)]}
+
+
+def _start_rank(rank: int, spec_path: Path, base_env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
+    env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+    with open(workdir / f"rank{rank}.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "gpudoctor.launch", str(spec_path)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+
+
+def _wait_fail_fast(procs: list[subprocess.Popen[bytes]]) -> set[int]:
+    """Wait for every rank; once one fails, give the rest a grace period, then stop them."""
+    failed_at = None
+    while any(p.poll() is None for p in procs):
+        if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > FAIL_FAST_GRACE_S:
+            stopped = {r for r, p in enumerate(procs) if p.poll() is None}
+            for rank in stopped:
+                procs[rank].kill()
+                procs[rank].wait()
+            return stopped
+        time.sleep(0.05)
+    return set()
+
+
+def _rank_report(rank: int, proc: subprocess.Popen[bytes], workdir: Path, phases: dict[str, str],
+                 stopped: bool) -> RankReport:
+    report = RankReport(rank, proc.returncode, phase=_split_phase(phases.get(f"rank{rank}", "0|startup"))[1],
+                        stopped_by_launcher=stopped)
+    result_path = workdir / f"rank{rank}.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else {}
+    report.data = result.get("data")
+    if proc.returncode and proc.returncode < 0:
+        report.error = f"crashed ({signal.Signals(-proc.returncode).name})"
+    elif proc.returncode:
+        report.error = result.get("error") or f"exited with code {proc.returncode}: {_last_line(workdir, rank)}"
+    return report
+
+
+def _last_line(workdir: Path, rank: int) -> str:
+    lines = (workdir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()
+    return lines[-1][:300] if lines else "no output"
+
+
+def init_rank(backend: str, collective_timeout_s: float, params: dict[str, Any], fault: Fault | None) -> RankContext:
+    """Join the process group the way torchrun-started code does; usable on its own under torchrun."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault)
+    ctx.phase("rendezvous")
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        ctx.device = torch.device("cuda", local_rank)
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=collective_timeout_s))
+    return ctx
+
+
+def _rank_main(spec_path: str) -> int:
+    import importlib
+
+    spec = json.loads(Path(spec_path).read_text())
+    rank = int(os.environ["RANK"])
+    result_path = Path(spec_path).with_name(f"rank{rank}.json")
+    fault = Fault(**spec["fault"]) if spec["fault"] else None
+    progress(f"rank{rank}", "0|startup")
+    try:
+        if fault and fault.rank == rank and fault.at == "startup":
+            _trigger(fault.kind)
+        ctx = init_rank(spec["backend"], spec["collective_timeout_s"], spec["params"], fault)
+        module_name, _, func_name = spec["worker"].partition(":")
+        data = getattr(importlib.import_module(module_name), func_name)(ctx)
+        ctx.phase("shutdown")
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    except Exception as exc:
+        write_json_atomic(result_path, {"error": f"raised {type(exc).__name__}: {str(exc)[:500]}"})
+        return 1
+    write_json_atomic(result_path, {"data": data})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_rank_main(sys.argv[1]))

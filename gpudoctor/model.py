@@ -1,0 +1,126 @@
+"""The result vocabulary every check speaks and every report reads."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """Outcome of one check; `error` means the check itself broke, `timeout` that it ran out of time."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Status.FAIL, Status.ERROR, Status.TIMEOUT)
+
+
+SEVERITY = {
+    Status.SKIP: 0,
+    Status.PASS: 1,
+    Status.WARN: 2,
+    Status.FAIL: 3,
+    Status.ERROR: 3,
+    Status.TIMEOUT: 3,
+}
+
+
+def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
+    """The most severe status of several (fail beats warn beats pass beats skip)."""
+    return max(statuses, key=SEVERITY.__getitem__, default=default)
+
+
+@dataclass
+class Metric:
+    """A measured figure, with the expectation it was judged against and where that came from."""
+
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+    expected: float | int | str | None = None
+    expected_source: str | None = None
+
+
+@dataclass
+class Remediation:
+    """Why it matters, and the exact commands that fix it."""
+
+    why: str
+    commands: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    """One GPU's (or rank's, or node's) part of a result."""
+
+    status: Status
+    summary: str
+    index: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class Result:
+    """What one check concluded. A check may return several, each with its own `aspect`."""
+
+    check_id: str
+    status: Status
+    summary: str
+    aspect: str | None = None
+    remediation: Remediation | None = None
+    metrics: list[Metric] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    duration_s: float = 0.0
+    title: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.check_id}:{self.aspect}" if self.aspect else self.check_id
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
+        return data
+
+
+def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
+    """A per-GPU row filled from a snapshot's GPU entry."""
+    return Row(
+        status=status,
+        summary=summary,
+        index=gpu.get("index"),
+        uuid=gpu.get("uuid"),
+        pci_bus_id=gpu.get("pci_bus_id"),
+        name=gpu.get("name"),
+    )
+
+
+def from_rows(check_id: str, rows: list[Row], ok_summary: str, remediation: Remediation | None = None) -> Result:
+    """A result whose status is the worst of its rows; the summary names the GPUs that are not fine, and
+    `<GPU>` in the remediation commands becomes their indexes."""
+    status = worst([r.status for r in rows], default=Status.SKIP)
+    bad = [r for r in rows if r.status not in (Status.PASS, Status.SKIP)]
+    if not rows:
+        return Result(check_id, Status.SKIP, "no GPU to judge")
+    if not bad:
+        missing = [str(r.index) for r in rows if r.status == Status.SKIP]
+        if missing and len(missing) < len(rows):
+            ok_summary += f" (not available on GPU {', '.join(missing)})"
+        return Result(check_id, status, ok_summary, rows=rows)
+    summary = "; ".join(f"GPU {r.index}: {r.summary}" for r in bad[:3])
+    if len(bad) > 3:
+        summary += f"; and {len(bad) - 3} more GPUs"
+    if remediation:
+        indexes = ",".join(str(r.index) for r in bad)
+        remediation = Remediation(remediation.why, [c.replace("<GPU>", indexes) for c in remediation.commands])
+    return Result(check_id, status, summary, remediation=remediation, rows=rows)

@@ -1,0 +1,117 @@
+"""The Rich console report: summary line first, a table per area, remediation under each failure.
+
+Rich honours NO_COLOR and writes no colour codes when the output is not a terminal.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from itertools import groupby
+from typing import Any
+
+from rich.console import Console
+from rich.status import Status as Spinner
+from rich.table import Table
+from rich.text import Text
+
+from gpudoctor.model import Metric, Result, Status
+from gpudoctor.registry import CheckSpec
+
+STYLE = {
+    Status.PASS: ("PASS", "green"),
+    Status.WARN: ("WARN", "yellow"),
+    Status.FAIL: ("FAIL", "bold red"),
+    Status.ERROR: ("ERROR", "bold magenta"),
+    Status.TIMEOUT: ("TIMEOUT", "bold red"),
+    Status.SKIP: ("skip", "dim"),
+}
+
+
+def badge(status: Status) -> Text:
+    label, style = STYLE[status]
+    return Text(label, style=style)
+
+
+def render(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
+    console.print(_summary_line(document))
+    for area, group in groupby(results, key=lambda r: r.check_id.split(".")[0]):
+        console.print(_area_table(area, list(group), verbose))
+    console.print(_closing_line(document))
+
+
+def _summary_line(document: dict[str, Any]) -> Text:
+    counts = document["counts"]
+    parts = [f"{counts[s.value]} {word}" for s, word in (
+        (Status.PASS, "passed"), (Status.WARN, "warned"), (Status.FAIL, "failed"),
+        (Status.ERROR, "broke"), (Status.TIMEOUT, "timed out"), (Status.SKIP, "skipped")) if counts[s.value]]
+    line = Text.assemble(badge(Status(document["status"])), " ",
+                         f"{', '.join(parts)} in {document['duration_s']:.1f} s",
+                         (f"  · {document['host']} · level {document['level']} · {document['source']}", "dim"))
+    return line
+
+
+def _closing_line(document: dict[str, Any]) -> Text:
+    text = f"exit code {document['exit_code']}"
+    if document["interrupted"]:
+        text += " (interrupted: unfinished checks are marked skip)"
+    return Text(text, style="dim")
+
+
+def _area_table(area: str, results: list[Result], verbose: bool) -> Table:
+    table = Table(title=area, title_justify="left", title_style="bold", show_header=False, box=None,
+                  pad_edge=False, expand=False)
+    table.add_column("status", no_wrap=True, width=7)
+    table.add_column("check", no_wrap=True, overflow="fold", max_width=24)
+    table.add_column("result", overflow="fold", ratio=1)
+    for result in results:
+        table.add_row(badge(result.status), result.label, result.summary)
+        _add_details(table, result, verbose)
+    return table
+
+
+def _add_details(table: Table, result: Result, verbose: bool) -> None:
+    show_all = verbose or result.status.is_failure or result.status == Status.WARN
+    for metric in result.metrics if show_all or result.status == Status.PASS else []:
+        table.add_row("", "", Text(format_metric(metric), style="dim"))
+    for row in result.rows:
+        if show_all and (verbose or row.status != Status.PASS):
+            where = f"GPU {row.index}" if row.index is not None else ""
+            table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
+    if result.remediation and result.status != Status.PASS:
+        table.add_row("", Text("  fix", style="cyan"), result.remediation.why)
+        for command in result.remediation.commands:
+            table.add_row("", "", Text(f"$ {command}", style="cyan"))
+
+
+def format_metric(metric: Metric) -> str:
+    value = f"{metric.value:.4g}" if isinstance(metric.value, float) else str(metric.value)
+    text = f"{metric.name}: {value} {metric.unit}".rstrip()
+    if metric.expected is not None:
+        expected = f"{metric.expected:.4g}" if isinstance(metric.expected, float) else str(metric.expected)
+        text += f" (expected {expected} {metric.unit}".rstrip()
+        text += f", {metric.expected_source})" if metric.expected_source else ")"
+    return text
+
+
+class LiveProgress:
+    """A spinner naming the check that runs now; shown only when stderr is a terminal."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.total = total
+        self.done = 0
+        self.spinner: Spinner | None = None
+
+    def __call__(self, event: str, spec: CheckSpec, results: list[Result]) -> None:
+        if self.spinner is None:
+            return
+        if event == "done":
+            self.done += 1
+        else:
+            self.spinner.update(f"[{self.done + 1}/{self.total}] {spec.id}: {spec.title}")
+
+    def context(self) -> AbstractContextManager[Any]:
+        if not self.console.is_terminal:
+            return nullcontext()
+        self.spinner = self.console.status("gathering facts", spinner="dots")
+        return self.spinner

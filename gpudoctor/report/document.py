@@ -1,0 +1,53 @@
+"""The versioned JSON report: one document with every result, the overall status and the exit code."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from gpudoctor import __version__
+from gpudoctor.model import Result, Status, worst
+
+SCHEMA_VERSION = 1
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def overall_status(results: list[Result]) -> Status:
+    judged = [r.status for r in results if r.status != Status.SKIP]
+    return worst(judged) if judged else Status.SKIP
+
+
+def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
+    """0 no failures (warnings allowed), 1 any fail/error/timeout (or warning with --strict), 130 interrupted."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if any(r.status.is_failure for r in results):
+        return EXIT_FAIL
+    if strict and any(r.status == Status.WARN for r in results):
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: bool) -> dict[str, Any]:
+    counts = {s.value: sum(r.status == s for r in results) for s in Status}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "gpudoctor",
+        "tool_version": __version__,
+        **meta,
+        "status": overall_status(results).value,
+        "exit_code": code,
+        "interrupted": interrupted,
+        "counts": counts,
+        "checks": [r.to_dict() for r in results],
+    }
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema every report validates against; it ships in the package."""
+    return json.loads(resources.files("gpudoctor.data").joinpath("report.schema.json").read_text())

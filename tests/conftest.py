@@ -1,0 +1,66 @@
+"""Shared test helpers: fixture snapshots, the installed console script, and process accounting."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gpudoctor.config import Config
+from gpudoctor.model import Result
+from gpudoctor.registry import discover
+from gpudoctor.runner import Options, run_checks, select
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SNAPSHOTS = FIXTURES / "snapshots"
+GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
+
+
+def load_snapshot(name: str) -> dict[str, Any]:
+    return json.loads((SNAPSHOTS / f"{name}.json").read_text())
+
+
+def judge(name: str, **options: Any) -> dict[str, Result]:
+    """Run every quick check on a fixture snapshot in-process; results by label."""
+    opts = Options(offline=True, **options)
+    specs = select(discover(entry_points=False).specs, opts)
+    run = run_checks(specs, load_snapshot(name), opts, Config().settings)
+    return {r.label: r for r in run.results}
+
+
+def gpudoctor(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
+              cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it."""
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", **(env or {})}
+    return subprocess.run([GPUDOCTOR, *args], capture_output=True, text=True, env=full_env, timeout=timeout,
+                          cwd=cwd)
+
+
+def descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def alive(pids: list[int]) -> list[int]:
+    living = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                living.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return living
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fails the test if it leaves any child process of this test process behind."""
+    before = descendants()
+    yield
+    left = alive(sorted(descendants() - before))
+    assert not left, f"processes left behind: {left}"

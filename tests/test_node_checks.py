@@ -1,0 +1,158 @@
+"""Node checks judged on fixture snapshots: every fault gives its exact status, summary and fix."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SNAPSHOTS, judge, load_snapshot
+
+from gpudoctor.facts.snapshot import replay_nvml
+
+# fixture -> (check label, status, words in the summary, words in a remediation command)
+FAULTS = {
+    "fault-lost-gpu": ("driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
+    "fault-version-mismatch": ("driver.nvml", "fail", "driver/library version mismatch", "sudo reboot"),
+    "fault-module-mismatch": ("driver.kernel-module", "fail", "kernel module 580.95.05, library 590.48.01",
+                              "rmmod nvidia_uvm"),
+    "fault-nouveau": ("driver.kernel-module", "fail", "nouveau driver is loaded", "blacklist nouveau"),
+    "fault-persistence-off": ("driver.gpu-modes", "warn", "GPU 5: persistence mode off", "nvidia-persistenced"),
+    "fault-compute-prohibited": ("driver.gpu-modes", "fail", "GPU 1: compute mode Prohibited",
+                                 "nvidia-smi -i 1 -c DEFAULT"),
+    "fault-compute-exclusive": ("driver.gpu-modes", "warn", "GPU 1: compute mode Exclusive_Process",
+                                "nvidia-smi -i 1 -c DEFAULT"),
+    "fault-inforom-corrupt": ("driver.gpu-modes", "fail", "GPU 6: infoROM is corrupted", "nvidia-smi -q -i 6"),
+    "fault-fabric-not-started": ("driver.fabric", "fail", "fabric not started", "nvidia-fabricmanager"),
+    "fault-other-process": ("driver.processes", "warn", "pid 4242 (python ZOMBIE) holds 30720 MiB", "kill"),
+    "fault-cuda-visible-subset": ("driver.gpu-count", "warn", "torch sees 2 of 8 GPUs because CUDA_VISIBLE_DEVICES",
+                                  "unset CUDA_VISIBLE_DEVICES"),
+    "fault-old-driver": ("torch.cuda-driver", "fail", "needs driver >= 580.65.06; this node has 535.104.05",
+                         "whl/cu128"),
+    "fault-minor-compat-driver": ("torch.cuda-driver", "warn", "minor-version compatibility", "nvidia-driver-570"),
+    "fault-cpu-only-torch": ("torch.cuda-available", "fail", "CPU-only build on a machine with 8 NVIDIA GPUs",
+                             "whl/cu130"),
+    "fault-cuda-hidden": ("torch.cuda-available", "fail", "torch.cuda.is_available() is False",
+                          "unset CUDA_VISIBLE_DEVICES"),
+    "fault-v100-cu130": ("torch.arch", "fail", "GPU 0: sm_70 has no kernels in this build", "whl/cu126"),
+    "fault-cudnn-mismatch": ("torch.cudnn", "fail", "cuDNN 9.10.0 loaded, torch was built with 9.24.0",
+                             "nvidia-cudnn-cu13"),
+    "fault-torchvision-mismatch": ("torch.torchvision", "fail", "torchvision 0.24.1 is not built for torch 2.14.1",
+                                   "torchvision==0.29.*"),
+    "fault-nvcc-mismatch": ("torch.nvcc", "warn", "nvcc 12.4 on PATH but torch uses CUDA 13.0", "cuda-13.0"),
+    "fault-torch-import-broken": ("torch.import", "fail", "libcudnn.so.9: cannot open shared object file",
+                                  "LD_LIBRARY_PATH"),
+    "fault-small-shm": ("system.shm", "warn", "/dev/shm is 64 MiB", "--shm-size"),
+    "fault-memlock-limited": ("system.limits", "warn", "memlock limited to 64 KiB", "ulimit -l unlimited"),
+    "fault-numa-misbound": ("system.numa", "warn", "GPU 4: on NUMA node 1", "numactl"),
+    "fault-nccl-p2p-disabled": ("system.nccl-env", "warn", "NCCL_P2P_DISABLE=1", "unset NCCL_P2P_DISABLE"),
+    "fault-nccl-bad-ifname": ("system.nccl-env", "fail", "NCCL_SOCKET_IFNAME='ens9f0' matches no interface",
+                              "unset NCCL_SOCKET_IFNAME"),
+    "fault-ib-port-down": ("system.infiniband", "warn", "1 of 1 ports not active", "ibstat"),
+    "fault-ecc-uncorrectable": ("health.ecc", "fail", "GPU 3: 2 uncorrectable ECC errors", "nvidia-smi -i 3 -r"),
+    "fault-ecc-correctable-high": ("health.ecc", "warn", "GPU 3: 5000 correctable ECC errors", "nvidia-smi -i 3 -r"),
+    "fault-row-remap-pending": ("health.row-remap", "fail", "GPU 4: a row remap is pending", "nvidia-smi -i 4 -r"),
+    "fault-row-remap-failed": ("health.row-remap", "fail", "GPU 4: row remapping failed", "nvidia-smi -i 4 -r"),
+    "fault-hw-slowdown": ("health.throttle", "fail", "GPU 2: HW slowdown, HW thermal slowdown active", "PERFORMANCE"),
+    "fault-sw-thermal": ("health.throttle", "warn", "GPU 2: SW thermal slowdown active", "TEMPERATURE"),
+    "fault-power-capped": ("health.power", "warn", "GPU 7: power limit 400 W, below the default 700 W",
+                           "nvidia-smi -i 7 -pl"),
+    "fault-pcie-x8": ("health.pcie", "warn", "GPU 1: link is x8 of x16", "LnkSta"),
+    "fault-pcie-replays": ("health.pcie", "warn", "GPU 1: 5000 PCIe replays", "LnkSta"),
+    "fault-nvlink-down": ("health.nvlink", "fail", "GPU 5: 1 of 18 NVLinks down (links 7)", "nvlink -s"),
+    "fault-nvlink-crc": ("health.nvlink", "warn", "link 3: 9000", "nvlink -e"),
+    "fault-xid-79": ("health.xid", "fail", "GPU 3: Xid 79 (GPU has fallen off the bus)", "grep -i xid"),
+    "fault-xid-13": ("health.xid", "warn", "GPU 0: Xid 13", "grep -i xid"),
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(FAULTS))
+def test_fault_is_found_with_its_fix(fixture: str) -> None:
+    label, status, summary, command = FAULTS[fixture]
+    results = judge(fixture)
+    result = results[label]
+    assert result.status.value == status, result.summary
+    assert summary in result.summary
+    assert result.remediation is not None
+    assert any(command in c for c in result.remediation.commands), result.remediation.commands
+
+
+@pytest.mark.parametrize("fixture", sorted(FAULTS))
+def test_fault_changes_only_its_own_finding(fixture: str) -> None:
+    """A fault fixture differs from the healthy node only in the finding it is about (and its consequences)."""
+    allowed = {FAULTS[fixture][0], "torch.cuda-available", "system.memory", "driver.gpu-count", "driver.fabric",
+               "torch.arch"}
+    bad = {label for label, r in judge(fixture).items() if r.status.value in ("warn", "fail", "error")}
+    assert bad <= allowed, bad
+
+
+def test_fault_table_covers_every_fault_fixture() -> None:
+    on_disk = {p.stem for p in SNAPSHOTS.glob("fault-*.json")}
+    assert on_disk - set(FAULTS) == {"fault-notsupported-gpu", "fault-kernel-log-unreadable"}
+
+
+@pytest.mark.parametrize("fixture", ["h100-sxm-8x"])
+def test_healthy_nvlink_node_passes_everything_that_applies(fixture: str) -> None:
+    results = judge(fixture, expect_gpus=8)
+    assert {r.status.value for r in results.values()} <= {"pass", "skip"}
+    assert results["health.nvlink"].summary == "every NVLink up with few errors"
+    assert results["driver.fabric"].status.value == "pass"
+
+
+def test_consumer_card_skips_what_it_lacks_and_judges_idle_pcie_correctly() -> None:
+    results = judge("rtx2080s-consumer-1x")
+    assert results["health.ecc"].status.value == "skip"
+    assert results["health.row-remap"].status.value == "skip"
+    assert results["health.pcie"].status.value == "pass"
+    assert "Gen1 now: links train down at idle" in results["health.pcie"].rows[0].summary
+    assert results["health.temperature"].rows[0].summary == "40 C (slowdown at 97 C)"
+    assert results["driver.gpu-modes"].status.value == "warn"
+
+
+def test_mixed_models_warn_about_device_order() -> None:
+    result = judge("mixed-l40s-rtx2080s")["driver.gpu-count"]
+    assert result.status.value == "warn"
+    assert result.remediation.commands == ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+
+
+def test_mig_gpu_is_named() -> None:
+    result = judge("h100-mig-1x")["driver.gpu-modes"]
+    assert result.status.value == "warn" and "MIG is on" in result.summary
+
+
+def test_gpu_answering_not_supported_everywhere_is_not_available_not_a_crash() -> None:
+    results = judge("fault-notsupported-gpu")
+    assert not [r for r in results.values() if r.status.value in ("error", "fail", "warn")]
+    ecc = results["health.ecc"]
+    assert [r.status.value for r in ecc.rows].count("skip") == 1
+    assert "not available on GPU 2" in ecc.summary
+
+
+def test_unreadable_kernel_log_skips_with_the_reason() -> None:
+    result = judge("fault-kernel-log-unreadable")["health.xid"]
+    assert result.status.value == "skip"
+    assert "Operation not permitted" in result.summary
+
+
+def test_no_driver_fails_the_driver_check_and_skips_gpu_checks() -> None:
+    results = judge("no-driver")
+    assert results["driver.nvml"].status.value == "fail"
+    assert "nvidia-container-toolkit" in " ".join(results["driver.nvml"].remediation.commands)
+    assert results["health.ecc"].summary.startswith("NVML is not available (library-not-found)")
+    assert results["torch.cudnn"].status.value == "pass"
+
+
+def test_expected_gpu_count_mismatch_fails() -> None:
+    result = judge("l40s-pcie-4x", expect_gpus=8)["driver.gpu-count"]
+    assert result.status.value == "fail" and result.summary == "found 4 GPUs, expected 8"
+
+
+@pytest.mark.parametrize("path", sorted(SNAPSHOTS.glob("*.json")), ids=lambda p: p.stem)
+def test_replaying_the_recording_reproduces_the_facts(path) -> None:
+    snap = load_snapshot(path.stem)
+    assert replay_nvml(snap) == snap["nvml"]
+
+
+def test_fixtures_are_current(tmp_path) -> None:
+    from fixtures import make_snapshots
+
+    make_snapshots.write(tmp_path)
+    for path in SNAPSHOTS.glob("*.json"):
+        assert (tmp_path / path.name).read_text() == path.read_text(), f"{path.name}: run make_snapshots.py"
