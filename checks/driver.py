@@ -15,26 +15,40 @@ INIT_FINDINGS = {
     "library-not-found": (
         "NVML (libnvidia-ml.so.1) is not found: no NVIDIA driver is installed here, or this container was "
         "started without GPU support",
-        Remediation("The driver's user-space library must be visible to this process.", [
-            "nvidia-smi",
-            "sudo apt install nvidia-driver-580-server  # or your distribution's driver package",
-            "docker run --gpus all ...  # containers: install nvidia-container-toolkit on the host",
-        ])),
+        Remediation(
+            "The driver's user-space library must be visible to this process.",
+            [
+                "nvidia-smi",
+                "sudo apt install nvidia-driver-580-server  # or your distribution's driver package",
+                "docker run --gpus all ...  # containers: install nvidia-container-toolkit on the host",
+            ],
+        ),
+    ),
     "driver-not-loaded": (
         "the NVIDIA kernel module is not loaded",
-        Remediation("NVML finds the library but no running driver.", [
-            "sudo modprobe nvidia", "sudo dmesg | grep -iE 'nvidia|nvrm'"])),
+        Remediation(
+            "NVML finds the library but no running driver.",
+            ["sudo modprobe nvidia", "sudo dmesg | grep -iE 'nvidia|nvrm'"],
+        ),
+    ),
     "version-mismatch": (
         "driver/library version mismatch: the driver was upgraded but the old kernel module is still loaded",
-        Remediation("The user-space library and the loaded kernel module must be the same release; reboot, "
-                    "or reload the nvidia modules when no process uses the GPUs.", [
-                        "sudo reboot",
-                        "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
-                    ])),
+        Remediation(
+            "The user-space library and the loaded kernel module must be the same release; reboot, "
+            "or reload the nvidia modules when no process uses the GPUs.",
+            [
+                "sudo reboot",
+                "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+            ],
+        ),
+    ),
     "no-permission": (
         "NVML is not permitted to open the GPUs (/dev/nvidia* permissions)",
-        Remediation("The user running training needs read/write access to /dev/nvidia*.", [
-            "ls -l /dev/nvidia*", "sudo usermod -aG video $USER"])),
+        Remediation(
+            "The user running training needs read/write access to /dev/nvidia*.",
+            ["ls -l /dev/nvidia*", "sudo usermod -aG video $USER"],
+        ),
+    ),
 }
 
 
@@ -42,13 +56,19 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
     status = nvml.get("status")
     if status == "ok":
         cuda = format_cuda_version(nvml.get("cuda_driver_version"))
-        return Result("driver.nvml", Status.PASS,
-                      f"driver {nvml.get('driver_version')}, supports CUDA {cuda}, {len(nvml['gpus'])} GPUs",
-                      metrics=[Metric("driver_version", nvml.get("driver_version")),
-                               Metric("cuda_driver_version", cuda)])
-    summary, remediation = INIT_FINDINGS.get(status, (
-        f"NVML failed to initialise: {nvml.get('error')}",
-        Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"])))
+        return Result(
+            "driver.nvml",
+            Status.PASS,
+            f"driver {nvml.get('driver_version')}, supports CUDA {cuda}, {len(nvml['gpus'])} GPUs",
+            metrics=[Metric("driver_version", nvml.get("driver_version")), Metric("cuda_driver_version", cuda)],
+        )
+    summary, remediation = INIT_FINDINGS.get(
+        status,
+        (
+            f"NVML failed to initialise: {nvml.get('error')}",
+            Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"]),
+        ),
+    )
     return Result("driver.nvml", Status.FAIL, summary, remediation=remediation)
 
 
@@ -60,71 +80,119 @@ def format_cuda_version(value: int | None) -> str | None:
 def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
     modules = system.get("kernel_modules", [])
     if "nouveau" in modules:
-        return Result("driver.kernel-module", Status.FAIL,
-                      "the open-source nouveau driver is loaded; it claims the GPUs instead of NVIDIA's",
-                      remediation=Remediation("Blacklist nouveau, rebuild the initramfs and reboot.", [
-                          "echo -e 'blacklist nouveau\\noptions nouveau modeset=0' | "
-                          "sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
-                          "sudo update-initramfs -u && sudo reboot"]))
+        return Result(
+            "driver.kernel-module",
+            Status.FAIL,
+            "the open-source nouveau driver is loaded; it claims the GPUs instead of NVIDIA's",
+            remediation=Remediation(
+                "Blacklist nouveau, rebuild the initramfs and reboot.",
+                [
+                    "echo -e 'blacklist nouveau\\noptions nouveau modeset=0' | "
+                    "sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
+                    "sudo update-initramfs -u && sudo reboot",
+                ],
+            ),
+        )
     loaded = system.get("nvidia_module_version")
     library = nvml.get("driver_version")
     if loaded and library and loaded != library:
         summary, remediation = INIT_FINDINGS["version-mismatch"]
-        return Result("driver.kernel-module", Status.FAIL, f"kernel module {loaded}, library {library}: {summary}",
-                      remediation=remediation)
+        return Result(
+            "driver.kernel-module",
+            Status.FAIL,
+            f"kernel module {loaded}, library {library}: {summary}",
+            remediation=remediation,
+        )
     if not loaded and nvml.get("status") != "ok":
         return Result("driver.kernel-module", Status.SKIP, "no NVIDIA kernel module to compare")
-    return Result("driver.kernel-module", Status.PASS,
-                  f"kernel module {loaded or 'not visible here'} matches, nouveau not loaded")
+    if not loaded:
+        return Result(
+            "driver.kernel-module",
+            Status.PASS,
+            "nouveau not loaded; the kernel module's version is not visible here (/proc/driver/nvidia/version)",
+        )
+    return Result(
+        "driver.kernel-module", Status.PASS, f"kernel module {loaded} matches the library, nouveau not loaded"
+    )
 
 
-def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str],
-                    expect: int | None) -> Result:
+def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], expect: int | None) -> Result:
     gpus = nvml.get("gpus", [])
     lost = [g for g in gpus if g.get("lost")]
     found = len(gpus) - len(lost)
     metrics = [Metric("gpus_nvml", found, expected=expect, expected_source="--expect-gpus" if expect else None)]
     if lost:
         rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
-        return Result("driver.gpu-count", Status.FAIL,
-                      f"{len(lost)} GPU{'s are' if len(lost) > 1 else ' is'} lost (index "
-                      f"{', '.join(str(g['index']) for g in lost)}): fell off the bus or hung",
-                      remediation=Remediation("A lost GPU needs a reset or a reboot; if it comes back lost, "
-                                              "drain the node and have the GPU replaced.",
-                                              ["sudo dmesg | grep -E 'Xid|fallen off the bus'", "sudo reboot"]),
-                      metrics=metrics, rows=rows)
+        return Result(
+            "driver.gpu-count",
+            Status.FAIL,
+            f"{len(lost)} GPU{'s are' if len(lost) > 1 else ' is'} lost (index "
+            f"{', '.join(str(g['index']) for g in lost)}): fell off the bus or hung",
+            remediation=Remediation(
+                "A lost GPU needs a reset or a reboot; if it comes back lost, "
+                "drain the node and have the GPU replaced.",
+                ["sudo dmesg | grep -E 'Xid|fallen off the bus'", "sudo reboot"],
+            ),
+            metrics=metrics,
+            rows=rows,
+        )
     if expect is not None and found != expect:
-        return Result("driver.gpu-count", Status.FAIL, f"found {found} GPUs, expected {expect}",
-                      remediation=Remediation("A missing GPU is a hardware, BIOS or driver fault.", [
-                          "lspci -d 10de: | grep -icE '3d|vga'", "nvidia-smi -L", "sudo dmesg | grep -i nvrm"]),
-                      metrics=metrics)
+        return Result(
+            "driver.gpu-count",
+            Status.FAIL,
+            f"found {found} GPUs, expected {expect}",
+            remediation=Remediation(
+                "A missing GPU is a hardware, BIOS or driver fault.",
+                ["lspci -d 10de: | grep -icE '3d|vga'", "nvidia-smi -L", "sudo dmesg | grep -i nvrm"],
+            ),
+            metrics=metrics,
+        )
     return _visible_to_torch(nvml, torch, env, found, metrics)
 
 
-def _visible_to_torch(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], found: int,
-                      metrics: list[Metric]) -> Result:
+def _visible_to_torch(
+    nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], found: int, metrics: list[Metric]
+) -> Result:
     seen = torch.get("device_count") or 0
     metrics.append(Metric("gpus_torch", seen))
     if not torch.get("cuda_available") or seen == found:
         note = "" if seen == found else " (torch cannot use them: see torch.cuda-available)"
         order = _device_order_note(nvml, env)
         if order:
-            return Result("driver.gpu-count", Status.WARN, f"{found} GPUs; {order}", metrics=metrics,
-                          remediation=Remediation("torch numbers GPUs fastest first unless told otherwise, so "
-                                                  "cuda:0 is not nvidia-smi's GPU 0 on a mixed node.",
-                                                  ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]))
+            return Result(
+                "driver.gpu-count",
+                Status.WARN,
+                f"{found} GPUs; {order}",
+                metrics=metrics,
+                remediation=Remediation(
+                    "torch numbers GPUs fastest first unless told otherwise, so "
+                    "cuda:0 is not nvidia-smi's GPU 0 on a mixed node.",
+                    ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"],
+                ),
+            )
         return Result("driver.gpu-count", Status.PASS, f"{found} GPUs{note}", metrics=metrics)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return Result("driver.gpu-count", Status.WARN,
-                      f"torch sees {seen} of {found} GPUs because CUDA_VISIBLE_DEVICES={visible!r}",
-                      metrics=metrics, remediation=Remediation(
-                          "CUDA_VISIBLE_DEVICES hides GPUs from torch; unset it to train on all of them.",
-                          ["unset CUDA_VISIBLE_DEVICES"]))
-    return Result("driver.gpu-count", Status.FAIL, f"torch sees {seen} GPUs but NVML sees {found}",
-                  metrics=metrics, remediation=Remediation(
-                      "A GPU NVML lists but CUDA cannot open is failing, in MIG mode, or held exclusively.",
-                      ["nvidia-smi -q | grep -iE 'mig mode|compute mode' -A2", "sudo dmesg | grep -i xid"]))
+        return Result(
+            "driver.gpu-count",
+            Status.WARN,
+            f"torch sees {seen} of {found} GPUs because CUDA_VISIBLE_DEVICES={visible!r}",
+            metrics=metrics,
+            remediation=Remediation(
+                "CUDA_VISIBLE_DEVICES hides GPUs from torch; unset it to train on all of them.",
+                ["unset CUDA_VISIBLE_DEVICES"],
+            ),
+        )
+    return Result(
+        "driver.gpu-count",
+        Status.FAIL,
+        f"torch sees {seen} GPUs but NVML sees {found}",
+        metrics=metrics,
+        remediation=Remediation(
+            "A GPU NVML lists but CUDA cannot open is failing, in MIG mode, or held exclusively.",
+            ["nvidia-smi -q | grep -iE 'mig mode|compute mode' -A2", "sudo dmesg | grep -i xid"],
+        ),
+    )
 
 
 def _device_order_note(nvml: dict[str, Any], env: dict[str, str]) -> str | None:
@@ -145,11 +213,17 @@ MODE_FIXES = {
 def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
     judged = [_modes_row(g) for g in gpus]
     kinds = [kind for _, found in judged for kind in found]
-    fix = Remediation("Compute mode Default lets one process per GPU (and NCCL's helpers) open it; MIG splits a "
-                      "GPU so NCCL cannot use it whole; persistence keeps the driver initialised between jobs.",
-                      [command for kind, command in MODE_FIXES.items() if kind in kinds])
-    return from_rows("driver.gpu-modes", [row for row, _ in judged], f"{len(gpus)} GPUs: persistence on, "
-                     "compute mode Default, no MIG, infoROM valid", fix)
+    fix = Remediation(
+        "Compute mode Default lets one process per GPU (and NCCL's helpers) open it; MIG splits a "
+        "GPU so NCCL cannot use it whole; persistence keeps the driver initialised between jobs.",
+        [command for kind, command in MODE_FIXES.items() if kind in kinds],
+    )
+    return from_rows(
+        "driver.gpu-modes",
+        [row for row, _ in judged],
+        f"{len(gpus)} GPUs: persistence on, compute mode Default, no MIG, infoROM valid",
+        fix,
+    )
 
 
 def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
@@ -175,7 +249,9 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
 
 
 def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
-    with_fabric = [g for g in gpus if (g.get("fabric") or {}).get("state", FABRIC_NOT_SUPPORTED) != FABRIC_NOT_SUPPORTED]
+    with_fabric = [
+        g for g in gpus if (g.get("fabric") or {}).get("state", FABRIC_NOT_SUPPORTED) != FABRIC_NOT_SUPPORTED
+    ]
     if not with_fabric:
         return Result("driver.fabric", Status.SKIP, "no NVSwitch fabric on this node")
     rows = []
@@ -189,12 +265,19 @@ def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
             rows.append(gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {code})"))
         else:
             rows.append(gpu_row(gpu, Status.PASS, "fabric registered"))
-    return from_rows("driver.fabric", rows, f"{len(rows)} GPUs registered with the NVSwitch fabric",
-                     Remediation("On NVSwitch systems the fabric manager must run (same version as the driver) "
-                                 "before CUDA can initialise.", [
-                                     "sudo systemctl enable --now nvidia-fabricmanager",
-                                     "systemctl status nvidia-fabricmanager",
-                                     "nvidia-smi -q | grep -A3 -i fabric"]))
+    return from_rows(
+        "driver.fabric",
+        rows,
+        f"{len(rows)} GPUs registered with the NVSwitch fabric",
+        Remediation(
+            "On NVSwitch systems the fabric manager must run (same version as the driver) before CUDA can initialise.",
+            [
+                "sudo systemctl enable --now nvidia-fabricmanager",
+                "systemctl status nvidia-fabricmanager",
+                "nvidia-smi -q | grep -A3 -i fabric",
+            ],
+        ),
+    )
 
 
 def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str, Any]]) -> Result:
@@ -207,10 +290,18 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
             rows.append(gpu_row(gpu, Status.PASS, "no other process"))
         else:
             rows.append(gpu_row(gpu, Status.WARN, "; ".join(_describe(p, process_info) for p in procs)))
-    return from_rows("driver.processes", rows, "no other process holds GPU memory", Remediation(
-        "Memory held by other processes is memory training cannot use; zombies keep it until they are reaped.",
-        ["nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
-         "kill <PID>  # or its parent, for a zombie"]))
+    return from_rows(
+        "driver.processes",
+        rows,
+        "no other process holds GPU memory",
+        Remediation(
+            "Memory held by other processes is memory training cannot use; zombies keep it until they are reaped.",
+            [
+                "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
+                "kill <PID>  # or its parent, for a zombie",
+            ],
+        ),
+    )
 
 
 def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> str:

@@ -20,18 +20,29 @@ THROTTLE_WARN = {SW_THERMAL: "SW thermal slowdown"}
 # Xids that mean the GPU or its memory needs attention (NVIDIA Xid catalogue; the same lists as Azure
 # aznhc and Meta gcm): ECC/row remap, fallen off the bus, NVLink, GSP and contained/uncontained errors.
 CRITICAL_XIDS = {
-    48: "double-bit ECC error", 63: "ECC page retirement / row remap event", 64: "row remap failure",
-    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC rate",
-    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
-    121: "C2C link error", 140: "unrecovered ECC error",
+    48: "double-bit ECC error",
+    63: "ECC page retirement / row remap event",
+    64: "row remap failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    121: "C2C link error",
+    140: "unrecovered ECC error",
 }
 
-RESET_FIX = Remediation("Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and "
-                        "have the GPU replaced.", ["sudo nvidia-smi -i <GPU> -r", "sudo reboot"])
+RESET_FIX = Remediation(
+    "Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and have the GPU replaced.",
+    ["sudo nvidia-smi -i <GPU> -r", "sudo reboot"],
+)
 
 
-def per_gpu(check_id: str, gpus: list[dict[str, Any]], judge: Callable[[dict[str, Any]], Row], ok: str,
-            remediation: Remediation) -> Result:
+def per_gpu(
+    check_id: str, gpus: list[dict[str, Any]], judge: Callable[[dict[str, Any]], Row], ok: str, remediation: Remediation
+) -> Result:
     return from_rows(check_id, [judge(g) for g in gpus], ok, remediation)
 
 
@@ -71,7 +82,9 @@ def remap_row(gpu: dict[str, Any]) -> Row:
         return gpu_row(gpu, Status.FAIL, "row remapping failed: the GPU needs replacing")
     if rows["pending"]:
         return gpu_row(gpu, Status.FAIL, "a row remap is pending: reset the GPU to apply it")
-    return gpu_row(gpu, Status.PASS, f"{rows['correctable']} correctable / {rows['uncorrectable']} uncorrectable remaps")
+    return gpu_row(
+        gpu, Status.PASS, f"{rows['correctable']} correctable / {rows['uncorrectable']} uncorrectable remaps"
+    )
 
 
 def throttle_row(gpu: dict[str, Any]) -> Row:
@@ -126,8 +139,11 @@ def pcie_row(gpu: dict[str, Any], replay_warn: int) -> Row:
         problems.append(f"{replays} PCIe replays (> {replay_warn}): signal integrity problem")
     if problems:
         return gpu_row(gpu, Status.WARN, "; ".join(problems))
-    idle = f" (Gen{gen} now: links train down at idle; bandwidth.host-device measures it under load)" if (
-        max_gen and gen < max_gen) else ""
+    idle = (
+        f" (Gen{gen} now: links train down at idle; bandwidth.host-device measures it under load)"
+        if (max_gen and gen < max_gen)
+        else ""
+    )
     return gpu_row(gpu, Status.PASS, f"Gen{max_gen or gen} x{width}{idle}")
 
 
@@ -140,12 +156,18 @@ def nvlink_row(gpu: dict[str, Any], error_warn: int) -> Row:
         return gpu_row(gpu, Status.SKIP, "no NVLink connected")
     down = [lk["link"] for lk in links if not lk["active"]]
     if down:
-        return gpu_row(gpu, Status.FAIL, f"{len(down)} of {len(links)} NVLinks down (links {', '.join(map(str, down))})")
+        return gpu_row(
+            gpu, Status.FAIL, f"{len(down)} of {len(links)} NVLinks down (links {', '.join(map(str, down))})"
+        )
     noisy = [lk for lk in active if _link_errors(lk) > error_warn]
     if noisy:
         worst_link = max(noisy, key=_link_errors)
-        return gpu_row(gpu, Status.WARN, f"{len(noisy)} links with > {error_warn} CRC/replay/recovery errors "
-                       f"(link {worst_link['link']}: {_link_errors(worst_link)})")
+        return gpu_row(
+            gpu,
+            Status.WARN,
+            f"{len(noisy)} links with > {error_warn} CRC/replay/recovery errors "
+            f"(link {worst_link['link']}: {_link_errors(worst_link)})",
+        )
     return gpu_row(gpu, Status.PASS, f"{len(active)} NVLinks up")
 
 
@@ -163,13 +185,25 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
         if critical:
             rows.append(gpu_row(gpu, Status.FAIL, ", ".join(f"Xid {x} ({CRITICAL_XIDS[x]})" for x in critical)))
         elif xids:
-            rows.append(gpu_row(gpu, Status.WARN, f"Xid {', '.join(str(x) for x in sorted({x['xid'] for x in xids}))}"
-                                " (usually an application fault)"))
+            rows.append(
+                gpu_row(
+                    gpu,
+                    Status.WARN,
+                    f"Xid {', '.join(str(x) for x in sorted({x['xid'] for x in xids}))} (usually an application fault)",
+                )
+            )
         else:
             rows.append(gpu_row(gpu, Status.PASS, "no Xid"))
-    return from_rows("health.xid", rows, "no Xid errors in the kernel log", Remediation(
-        "Critical Xids mean failing hardware or memory: drain the node, reset the GPU, and replace it if they recur.",
-        ["sudo dmesg -T | grep -i xid", "sudo nvidia-smi -i <GPU> -r"]))
+    return from_rows(
+        "health.xid",
+        rows,
+        "no Xid errors in the kernel log",
+        Remediation(
+            "Critical Xids mean failing hardware or memory: drain the node, reset the GPU, and replace it "
+            "if they recur.",
+            ["sudo dmesg -T | grep -i xid", "sudo nvidia-smi -i <GPU> -r"],
+        ),
+    )
 
 
 def _same_pci(xid_pci: str, bus_id: str | None) -> bool:
@@ -188,15 +222,25 @@ def pci_address(text: str) -> tuple[int, ...]:
 @check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})
 def ecc(ctx: CheckContext) -> Result:
     """ECC mode; uncorrectable errors fail, correctable ones above a threshold warn."""
-    return per_gpu("health.ecc", live_gpus(ctx.facts), lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
-                   "ECC on, no uncorrectable errors", RESET_FIX)
+    return per_gpu(
+        "health.ecc",
+        live_gpus(ctx.facts),
+        lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
+        "ECC on, no uncorrectable errors",
+        RESET_FIX,
+    )
 
 
 @check("health.retired-pages", "Retired pages", needs=("nvml",), settings={"max_pages": 60})
 def retired_pages(ctx: CheckContext) -> Result:
     """Retired pages pending or over the limit (pre-Ampere GPUs; DCGM's limit is 60)."""
-    result = per_gpu("health.retired-pages", live_gpus(ctx.facts), lambda g: retired_row(g, ctx.settings["max_pages"]),
-                     "no retired pages pending or over the limit", RESET_FIX)
+    result = per_gpu(
+        "health.retired-pages",
+        live_gpus(ctx.facts),
+        lambda g: retired_row(g, ctx.settings["max_pages"]),
+        "no retired pages pending or over the limit",
+        RESET_FIX,
+    )
     result.metrics.append(Metric("max_pages", ctx.settings["max_pages"], expected_source="DCGM retired-pages limit"))
     return result
 
@@ -210,43 +254,72 @@ def row_remap(ctx: CheckContext) -> Result:
 @check("health.throttle", "Clock throttling", needs=("nvml",))
 def throttle(ctx: CheckContext) -> Result:
     """Clock event reasons: HW slowdown, HW thermal and power brake fail (as DCGM), SW thermal warns."""
-    return per_gpu("health.throttle", live_gpus(ctx.facts), throttle_row, "no hardware or thermal slowdown",
-                   Remediation("Hardware slowdown means overheating, a failing PSU or an external power brake "
-                               "signal: check cooling and power.", ["nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER"]))
+    return per_gpu(
+        "health.throttle",
+        live_gpus(ctx.facts),
+        throttle_row,
+        "no hardware or thermal slowdown",
+        Remediation(
+            "Hardware slowdown means overheating, a failing PSU or an external power brake "
+            "signal: check cooling and power.",
+            ["nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER"],
+        ),
+    )
 
 
 @check("health.temperature", "Temperature", needs=("nvml",), settings={"margin_c": 5})
 def temperature(ctx: CheckContext) -> Result:
     """GPU temperature against its slowdown threshold."""
-    return per_gpu("health.temperature", live_gpus(ctx.facts), lambda g: temperature_row(g, ctx.settings["margin_c"]),
-                   "every GPU well below its slowdown temperature",
-                   Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]))
+    return per_gpu(
+        "health.temperature",
+        live_gpus(ctx.facts),
+        lambda g: temperature_row(g, ctx.settings["margin_c"]),
+        "every GPU well below its slowdown temperature",
+        Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]),
+    )
 
 
 @check("health.power", "Power limit", needs=("nvml",), settings={"min_fraction": 0.95})
 def power(ctx: CheckContext) -> Result:
     """Enforced power limit against the default (a capped GPU trains slower)."""
-    return per_gpu("health.power", live_gpus(ctx.facts), lambda g: power_row(g, ctx.settings["min_fraction"]),
-                   "every GPU at its default power limit",
-                   Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]))
+    return per_gpu(
+        "health.power",
+        live_gpus(ctx.facts),
+        lambda g: power_row(g, ctx.settings["min_fraction"]),
+        "every GPU at its default power limit",
+        Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]),
+    )
 
 
 @check("health.pcie", "PCIe link", needs=("nvml",), settings={"replay_warn": 100})
 def pcie(ctx: CheckContext) -> Result:
     """PCIe width and generation against the maximum (idle downshift is normal), replay counter."""
-    return per_gpu("health.pcie", live_gpus(ctx.facts), lambda g: pcie_row(g, ctx.settings["replay_warn"]),
-                   "every GPU's PCIe link at full width", Remediation(
-                       "A narrow link or many replays halve host transfers: reseat the GPU, check risers and "
-                       "BIOS PCIe settings.", ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'"]))
+    return per_gpu(
+        "health.pcie",
+        live_gpus(ctx.facts),
+        lambda g: pcie_row(g, ctx.settings["replay_warn"]),
+        "every GPU's PCIe link at full width",
+        Remediation(
+            "A narrow link or many replays halve host transfers: reseat the GPU, check risers and BIOS PCIe settings.",
+            ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'"],
+        ),
+    )
 
 
 @check("health.nvlink", "NVLink", needs=("nvml",), settings={"error_warn": 100})
 def nvlink(ctx: CheckContext) -> Result:
     """Every NVLink up; CRC, replay and recovery error counters."""
-    return per_gpu("health.nvlink", live_gpus(ctx.facts), lambda g: nvlink_row(g, ctx.settings["error_warn"]),
-                   "every NVLink up with few errors", Remediation(
-                       "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "
-                       "board or NVSwitch tray if it persists.", ["nvidia-smi nvlink -s", "nvidia-smi nvlink -e"]))
+    return per_gpu(
+        "health.nvlink",
+        live_gpus(ctx.facts),
+        lambda g: nvlink_row(g, ctx.settings["error_warn"]),
+        "every NVLink up with few errors",
+        Remediation(
+            "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "
+            "board or NVSwitch tray if it persists.",
+            ["nvidia-smi nvlink -s", "nvidia-smi nvlink -e"],
+        ),
+    )
 
 
 @check("health.xid", "Xid errors in the kernel log", needs=("nvml",))

@@ -19,21 +19,34 @@ DISABLING_VARS = {
 def judge_shm(system: dict[str, Any], min_gib: float) -> Result:
     size = system.get("shm_bytes")
     if size is None:
-        return Result("system.shm", Status.WARN, "/dev/shm is missing: DataLoader workers and NCCL need it",
-                      remediation=_shm_fix(system))
+        return Result(
+            "system.shm",
+            Status.WARN,
+            "/dev/shm is missing: DataLoader workers and NCCL need it",
+            remediation=_shm_fix(system),
+        )
     metric = Metric("shm", round(size / GIB, 2), "GiB", expected=f">= {min_gib}", expected_source="config min_gib")
     if size < min_gib * GIB:
-        return Result("system.shm", Status.WARN,
-                      f"/dev/shm is {size / 2**20:.0f} MiB: DataLoader workers die with 'Bus error' and NCCL's "
-                      "shared-memory transport fails", metrics=[metric], remediation=_shm_fix(system))
+        return Result(
+            "system.shm",
+            Status.WARN,
+            f"/dev/shm is {size / 2**20:.0f} MiB: DataLoader workers die with 'Bus error' and NCCL's "
+            "shared-memory transport fails",
+            metrics=[metric],
+            remediation=_shm_fix(system),
+        )
     return Result("system.shm", Status.PASS, f"/dev/shm {size / GIB:.1f} GiB", metrics=[metric])
 
 
 def _shm_fix(system: dict[str, Any]) -> Remediation:
     if system.get("container"):
-        return Remediation("Containers get 64 MB of /dev/shm unless told otherwise.", [
-            "docker run --shm-size=16g ...  # or --ipc=host",
-            "kubernetes: mount an emptyDir with medium: Memory at /dev/shm"])
+        return Remediation(
+            "Containers get 64 MB of /dev/shm unless told otherwise.",
+            [
+                "docker run --shm-size=16g ...  # or --ipc=host",
+                "kubernetes: mount an emptyDir with medium: Memory at /dev/shm",
+            ],
+        )
     return Remediation("Enlarge the tmpfs at /dev/shm.", ["sudo mount -o remount,size=16G /dev/shm"])
 
 
@@ -41,17 +54,25 @@ def judge_memory(system: dict[str, Any], gpu_count: int, min_gib_per_gpu: float,
     gpus = max(gpu_count, 1)
     ram = system.get("memory_bytes", 0) / GIB / gpus
     cpus = len(system.get("cpu_affinity") or []) / gpus
-    metrics = [Metric("ram_per_gpu", round(ram, 1), "GiB", expected=f">= {min_gib_per_gpu}"),
-               Metric("cpus_per_gpu", round(cpus, 1), "", expected=f">= {min_cpus_per_gpu}")]
+    metrics = [
+        Metric("ram_per_gpu", round(ram, 1), "GiB", expected=f">= {min_gib_per_gpu}"),
+        Metric("cpus_per_gpu", round(cpus, 1), "", expected=f">= {min_cpus_per_gpu}"),
+    ]
     problems = []
     if ram < min_gib_per_gpu:
         problems.append(f"{ram:.1f} GiB RAM per GPU (data loading and pinned buffers need >= {min_gib_per_gpu})")
     if cpus < min_cpus_per_gpu:
         problems.append(f"{cpus:.1f} usable cores per GPU (DataLoader workers need >= {min_cpus_per_gpu})")
     if problems:
-        return Result("system.memory", Status.WARN, "; ".join(problems), metrics=metrics,
-                      remediation=Remediation("Give the job more memory or cores, or use fewer GPUs per node.",
-                                              ["nproc", "free -g", "taskset -cp $$"]))
+        return Result(
+            "system.memory",
+            Status.WARN,
+            "; ".join(problems),
+            metrics=metrics,
+            remediation=Remediation(
+                "Give the job more memory or cores, or use fewer GPUs per node.", ["nproc", "free -g", "taskset -cp $$"]
+            ),
+        )
     return Result("system.memory", Status.PASS, f"{ram:.0f} GiB RAM and {cpus:.0f} cores per GPU", metrics=metrics)
 
 
@@ -64,9 +85,18 @@ def judge_limits(system: dict[str, Any], min_nofile: int) -> Result:
     if nofile is not None and nofile < min_nofile:
         problems.append(f"open files limited to {nofile}: DataLoader workers fail with 'Too many open files'")
     if problems:
-        return Result("system.limits", Status.WARN, "; ".join(problems), remediation=Remediation(
-            "Raise the limits for the job's user (limits.conf, or the container runtime's ulimits).",
-            ["ulimit -l unlimited; ulimit -n 1048576", "docker run --ulimit memlock=-1 --ulimit nofile=1048576 ..."]))
+        return Result(
+            "system.limits",
+            Status.WARN,
+            "; ".join(problems),
+            remediation=Remediation(
+                "Raise the limits for the job's user (limits.conf, or the container runtime's ulimits).",
+                [
+                    "ulimit -l unlimited; ulimit -n 1048576",
+                    "docker run --ulimit memlock=-1 --ulimit nofile=1048576 ...",
+                ],
+            ),
+        )
     memlock = "unlimited" if limits.get("memlock") is None else f"{limits['memlock'] // 1024} KiB"
     return Result("system.limits", Status.PASS, f"memlock {memlock}, open files {nofile or 'unlimited'}")
 
@@ -87,9 +117,15 @@ def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
             rows.append(gpu_row(gpu, Status.PASS, f"NUMA node {node}, local cores usable"))
         else:
             rows.append(gpu_row(gpu, Status.WARN, f"on NUMA node {node} but this process may not run on its cores"))
-    return from_rows("system.numa", rows, "every GPU's NUMA node has cores this process can use", Remediation(
-        "Bind each rank to the cores of its GPU's NUMA node, or widen the job's CPU set.",
-        ["nvidia-smi topo -m", "numactl --cpunodebind=<node> --membind=<node> python train.py"]))
+    return from_rows(
+        "system.numa",
+        rows,
+        "every GPU's NUMA node has cores this process can use",
+        Remediation(
+            "Bind each rank to the cores of its GPU's NUMA node, or widen the job's CPU set.",
+            ["nvidia-smi topo -m", "numactl --cpunodebind=<node> --membind=<node> python train.py"],
+        ),
+    )
 
 
 def judge_container(system: dict[str, Any]) -> Result:
@@ -118,19 +154,38 @@ def judge_nccl_env(system: dict[str, Any]) -> Result:
         if env.get(var, "0") not in ("", "0"):
             findings.append((Status.WARN, f"{var}={env[var]}: {effect}", f"unset {var}"))
     if "NCCL_SOCKET_IFNAME" in env and not interface_matches(env["NCCL_SOCKET_IFNAME"], interfaces):
-        findings.append((Status.FAIL, f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']!r} matches no interface "
-                         f"({', '.join(interfaces)}): NCCL cannot initialise", "unset NCCL_SOCKET_IFNAME"))
+        findings.append(
+            (
+                Status.FAIL,
+                f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']!r} matches no interface "
+                f"({', '.join(interfaces)}): NCCL cannot initialise",
+                "unset NCCL_SOCKET_IFNAME",
+            )
+        )
     gloo = env.get("GLOO_SOCKET_IFNAME")
     if gloo is not None and not all(name in interfaces for name in gloo.split(",")):
-        findings.append((Status.FAIL, f"GLOO_SOCKET_IFNAME={gloo!r} names an interface that does not exist "
-                         f"({', '.join(interfaces)}): gloo cannot initialise", "unset GLOO_SOCKET_IFNAME"))
+        findings.append(
+            (
+                Status.FAIL,
+                f"GLOO_SOCKET_IFNAME={gloo!r} names an interface that does not exist "
+                f"({', '.join(interfaces)}): gloo cannot initialise",
+                "unset GLOO_SOCKET_IFNAME",
+            )
+        )
     if not findings:
-        return Result("system.nccl-env", Status.PASS, "no NCCL or Gloo setting disables a transport or names a "
-                      "missing interface")
+        return Result(
+            "system.nccl-env", Status.PASS, "no NCCL or Gloo setting disables a transport or names a missing interface"
+        )
     status = Status.FAIL if any(s == Status.FAIL for s, _, _ in findings) else Status.WARN
-    return Result("system.nccl-env", status, "; ".join(text for _, text, _ in findings),
-                  remediation=Remediation("These settings are usually left over from debugging another system.",
-                                          [cmd for _, _, cmd in findings] + ["ip -brief link"]))
+    return Result(
+        "system.nccl-env",
+        status,
+        "; ".join(text for _, text, _ in findings),
+        remediation=Remediation(
+            "These settings are usually left over from debugging another system.",
+            [cmd for _, _, cmd in findings] + ["ip -brief link"],
+        ),
+    )
 
 
 def judge_infiniband(system: dict[str, Any]) -> Result:
@@ -140,9 +195,15 @@ def judge_infiniband(system: dict[str, Any]) -> Result:
     down = [p for p in ports if "ACTIVE" not in p["state"]]
     listing = ", ".join(f"{p['device']}/{p['port']} {p['state'].split(':')[-1].strip()} {p['rate']}" for p in ports)
     if down:
-        return Result("system.infiniband", Status.WARN, f"{len(down)} of {len(ports)} ports not active: {listing}",
-                      remediation=Remediation("A port that is not ACTIVE carries no multi-node traffic.", [
-                          "ibstat", "sudo systemctl status opensm  # subnet manager, on one node of the fabric"]))
+        return Result(
+            "system.infiniband",
+            Status.WARN,
+            f"{len(down)} of {len(ports)} ports not active: {listing}",
+            remediation=Remediation(
+                "A port that is not ACTIVE carries no multi-node traffic.",
+                ["ibstat", "sudo systemctl status opensm  # subnet manager, on one node of the fabric"],
+            ),
+        )
     return Result("system.infiniband", Status.PASS, f"{len(ports)} ports active: {listing}")
 
 
@@ -155,8 +216,9 @@ def shm(ctx: CheckContext) -> Result:
 @check("system.memory", "RAM and cores per GPU", settings={"min_gib_per_gpu": 8.0, "min_cpus_per_gpu": 2})
 def memory(ctx: CheckContext) -> Result:
     """Host memory and usable cores per GPU."""
-    return judge_memory(ctx.system, len(live_gpus(ctx.facts)), ctx.settings["min_gib_per_gpu"],
-                        ctx.settings["min_cpus_per_gpu"])
+    return judge_memory(
+        ctx.system, len(live_gpus(ctx.facts)), ctx.settings["min_gib_per_gpu"], ctx.settings["min_cpus_per_gpu"]
+    )
 
 
 @check("system.limits", "memlock and open-files limits", settings={"min_nofile": 4096})

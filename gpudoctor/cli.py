@@ -27,19 +27,28 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="gpudoctor", description="Will this machine train PyTorch models on all its GPUs? "
-                    "If not: what is wrong, and the command that fixes it.")
+    parser = Parser(
+        prog="gpudoctor",
+        description="Will this machine train PyTorch models on all its GPUs? "
+        "If not: what is wrong, and the command that fixes it.",
+    )
     parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_check_options(sub.add_parser("check", help="run the checks and report (exit 0 ok, 1 failed, 2 usage)"))
     lister = sub.add_parser("list", help="list every check with its id, level and source")
-    lister.add_argument("--checks-dir", action="append", default=[], metavar="DIR",
-                        help="also load site-local check modules from DIR (repeatable)")
+    lister.add_argument(
+        "--checks-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also load site-local check modules from DIR (repeatable)",
+    )
     snap = sub.add_parser("snapshot", help="write the node's facts as a JSON snapshot")
     snap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     baseline = sub.add_parser("baseline", help="save this known-good node's measured figures")
-    baseline_sub = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=Parser,
-                                           required=True)
+    baseline_sub = baseline.add_subparsers(
+        dest="baseline_command", metavar="ACTION", parser_class=Parser, required=True
+    )
     saver = baseline_sub.add_parser("save", help="run the standard workloads and store their figures in FILE")
     saver.add_argument("file", metavar="FILE")
     _add_check_options(saver, for_baseline=True)
@@ -49,24 +58,44 @@ def build_parser() -> Parser:
 def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -> None:
     if not for_baseline:
         p.add_argument("--level", choices=("quick", "standard", "full"), help=LEVEL_HELP)
-        p.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID",
-                       help="run only these checks or areas (any level)")
-        p.add_argument("--skip", nargs="+", action="extend", default=[], metavar="ID",
-                       help="skip these checks or areas")
+        p.add_argument(
+            "--only",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="ID",
+            help="run only these checks or areas (any level)",
+        )
+        p.add_argument(
+            "--skip", nargs="+", action="extend", default=[], metavar="ID", help="skip these checks or areas"
+        )
         p.add_argument("--json", action="store_true", help="print the JSON report instead of the console report")
         p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report to FILE")
         p.add_argument("--strict", action="store_true", default=None, help="warnings fail too (exit 1)")
-        p.add_argument("--from", dest="from_file", metavar="FILE",
-                       help="judge a snapshot offline instead of this machine (workloads skip)")
+        p.add_argument(
+            "--from",
+            dest="from_file",
+            metavar="FILE",
+            help="judge a snapshot offline instead of this machine (workloads skip)",
+        )
         p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
         p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
     p.add_argument("--timeout", type=_positive_float, metavar="S", help="timeout per workload check in seconds")
     p.add_argument("--expect-gpus", type=_non_negative_int, metavar="N", help="the number of GPUs this node has")
     p.add_argument("--config", metavar="FILE", help="TOML file with settings and per-check thresholds")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default=None,
-                   help="where workloads run: auto (GPUs if torch sees them, else CPU with gloo)")
-    p.add_argument("--checks-dir", action="append", default=[], metavar="DIR",
-                   help="also load site-local check modules from DIR (repeatable; env GPUDOCTOR_CHECKS_DIR)")
+    p.add_argument(
+        "--device",
+        choices=("auto", "cuda", "cpu"),
+        default=None,
+        help="where workloads run: auto (GPUs if torch sees them, else CPU with gloo)",
+    )
+    p.add_argument(
+        "--checks-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also load site-local check modules from DIR (repeatable; env GPUDOCTOR_CHECKS_DIR)",
+    )
 
 
 def _positive_float(text: str) -> float:
@@ -181,8 +210,15 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(str(exc)) from None
     facts, source = _facts(args.from_file)
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
-    return {"options": options, "specs": specs, "config": cfg, "facts": facts, "source": source,
-            "strict": strict, "broken": discovery.broken}
+    return {
+        "options": options,
+        "specs": specs,
+        "config": cfg,
+        "facts": facts,
+        "source": source,
+        "strict": strict,
+        "broken": discovery.broken,
+    }
 
 
 def _discover(dirs: list[str]) -> Any:
@@ -242,9 +278,13 @@ def _run_and_report(args: argparse.Namespace, plan: dict[str, Any]) -> int:
     started = time.monotonic()
     run = _execute(plan, show_progress=not args.json)
     code = doc.exit_code(run.results, plan["strict"], run.interrupted)
-    meta = {"host": plan["facts"]["system"].get("hostname", os.uname().nodename), "started_at": started_at,
-            "duration_s": round(time.monotonic() - started + plan["facts"].get("gather_s", 0.0), 3),
-            "level": plan["options"].level, "source": plan["source"]}
+    meta = {
+        "host": plan["facts"]["system"].get("hostname", os.uname().nodename),
+        "started_at": started_at,
+        "duration_s": round(time.monotonic() - started + plan["facts"].get("gather_s", 0.0), 3),
+        "level": plan["options"].level,
+        "source": plan["source"],
+    }
     document = doc.build(run.results, meta, code, run.interrupted)
     if args.output:
         _write(Path(args.output), doc.dumps(document))

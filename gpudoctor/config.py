@@ -103,8 +103,10 @@ def validate_checks(config: Config, specs: list[CheckSpec]) -> None:
         known = {**PER_CHECK_COMMON, **spec.settings}
         for key, value in table.items():
             if key not in known:
-                raise ConfigError(f"config {config.path}: checks.{check_id}.{key} is not a setting of that check "
-                                  f"(settings: {', '.join(sorted(known)) or 'none'})")
+                raise ConfigError(
+                    f"config {config.path}: checks.{check_id}.{key} is not a setting of that check "
+                    f"(settings: {', '.join(sorted(known)) or 'none'})"
+                )
             _check_type(config.path or Path("config"), f"checks.{check_id}.{key}", value, _type_of(known[key]))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ import psutil
 
 WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
 KILL_GRACE_S = 2.0
-POLL_S = 0.05
+REFRESH_S = 0.5  # how often the tree is walked for new descendants; cheap enough for a 2-core box
 
 
 @dataclass
@@ -43,7 +44,8 @@ class Outcome:
 
 
 def run_isolated(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
-    """Call `module:function(payload)` in a new process session; kill the whole tree on timeout."""
+    """Call `module:function(payload)` (see `load_target`) in a new process session; kill the whole tree on
+    timeout. The payload and the function's return value travel as JSON."""
     workdir = Path(tempfile.mkdtemp(prefix="gpudoctor-"))
     try:
         return _run(target, payload, timeout_s, env, workdir)
@@ -72,15 +74,20 @@ def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, 
         finally:
             tree.kill()
     elapsed = time.monotonic() - started
-    return _outcome(proc.returncode, timed_out, elapsed, workdir)
+    return _outcome(proc.returncode, timed_out, elapsed, workdir, timeout_s)
 
 
-def _outcome(returncode: int, timed_out: bool, elapsed: float, workdir: Path) -> Outcome:
+def _outcome(returncode: int, timed_out: bool, elapsed: float, workdir: Path, timeout_s: float) -> Outcome:
     stderr_tail = _tail(workdir / "stderr")
     progress = read_progress(workdir)
     if timed_out:
-        return Outcome("timeout", message=f"no result after {elapsed:.1f} s", elapsed_s=elapsed,
-                       stderr_tail=stderr_tail, progress=progress)
+        return Outcome(
+            "timeout",
+            message=f"did not finish within its {timeout_s:g} s limit",
+            elapsed_s=elapsed,
+            stderr_tail=stderr_tail,
+            progress=progress,
+        )
     result_path = workdir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if returncode == 0 and result is not None and "data" in result:
@@ -88,11 +95,18 @@ def _outcome(returncode: int, timed_out: bool, elapsed: float, workdir: Path) ->
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return Outcome("crash", message=f"killed by {name}{hint}", exit_code=returncode, elapsed_s=elapsed,
-                       stderr_tail=stderr_tail, progress=progress)
+        return Outcome(
+            "crash",
+            message=f"killed by {name}{hint}",
+            exit_code=returncode,
+            elapsed_s=elapsed,
+            stderr_tail=stderr_tail,
+            progress=progress,
+        )
     message = result["error"] if result and "error" in result else f"exited with code {returncode}"
-    return Outcome("error", message=message, exit_code=returncode, elapsed_s=elapsed,
-                   stderr_tail=stderr_tail, progress=progress)
+    return Outcome(
+        "error", message=message, exit_code=returncode, elapsed_s=elapsed, stderr_tail=stderr_tail, progress=progress
+    )
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -119,12 +133,16 @@ class ProcessTree:
     def wait(self, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         """Wait for the root to exit; True when the timeout ran out first."""
         deadline = time.monotonic() + timeout_s
-        while proc.poll() is None:
+        while True:
             self.refresh()
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(POLL_S)
-        return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return proc.poll() is None
+            try:
+                proc.wait(timeout=min(REFRESH_S, remaining))
+                return False
+            except subprocess.TimeoutExpired:
+                continue
 
     def kill(self) -> None:
         """SIGTERM the group and every remembered descendant, then SIGKILL what is left."""
@@ -167,13 +185,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
+def load_target(target: str) -> Any:
+    """`package.module:function`, or `/path/to/file.py:function` for site-local check modules."""
+    module_name, _, func_name = target.rpartition(":")
+    if module_name.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    return getattr(module, func_name)
+
+
 def _child_main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     result_path = Path(spec_path).with_name("result.json")
-    module_name, _, func_name = spec["target"].partition(":")
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
-        data = func(spec["payload"])
+        data = load_target(spec["target"])(spec["payload"])
     except Exception as exc:
         traceback.print_exc()
         write_json_atomic(result_path, {"error": f"{type(exc).__name__}: {exc}"})

@@ -20,10 +20,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.isolate import WORKDIR_ENV, Outcome, progress, read_progress, run_isolated, write_json_atomic
+from gpudoctor.isolate import (
+    WORKDIR_ENV,
+    Outcome,
+    load_target,
+    progress,
+    read_progress,
+    run_isolated,
+    write_json_atomic,
+)
 
 FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"
-FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt-grad")
+FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt")
 FAIL_FAST_GRACE_S = 2.0
 
 
@@ -101,6 +109,7 @@ class RankReport:
     error: str = ""
     phase: str = ""
     stopped_by_launcher: bool = False
+    exit_round: int | None = None
 
 
 @dataclass
@@ -126,13 +135,12 @@ def launch(
     fault: Fault | None = None,
 ) -> LaunchResult:
     """Run `module:function(ctx)` on `world_size` ranks and gather what each returns."""
-    collective_timeout = max(2.0, timeout_s * 0.7)
     payload = {
         "worker": worker,
         "world_size": world_size,
         "backend": backend,
         "params": params,
-        "collective_timeout_s": collective_timeout,
+        "deadline": time.time() + timeout_s,
         "fault": fault.__dict__ if fault else None,
     }
     return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s))
@@ -144,20 +152,33 @@ def _interpret(outcome: Outcome) -> LaunchResult:
         return _judge_ranks(ranks, outcome.elapsed_s)
     if outcome.kind == "timeout":
         return LaunchResult("timeout", _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
-    return LaunchResult("error", f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s)
+    return LaunchResult(
+        "error", f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s
+    )
 
 
 def _judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
     failed = [r for r in ranks if r.exit_code != 0 and not r.stopped_by_launcher]
     if not failed:
         return LaunchResult("ok", f"{len(ranks)} ranks finished", ranks, elapsed)
-    first = failed[0]
+    first = min(
+        failed, key=lambda r: (r.exit_round or 0, _lost_a_peer(r.error), not r.error.startswith("crashed"), r.rank)
+    )
     stuck = [r for r in ranks if r.stopped_by_launcher]
     if _is_timeout(first.error) and stuck:
         names = ", ".join(f"rank {r.rank} (in '{r.phase}')" for r in stuck)
-        return LaunchResult("timeout", f"{names} never arrived; rank {first.rank} gave up waiting in "
-                            f"'{first.phase}'", ranks, elapsed)
+        return LaunchResult(
+            "timeout", f"{names} never arrived; rank {first.rank} gave up waiting in '{first.phase}'", ranks, elapsed
+        )
     return LaunchResult("error", f"rank {first.rank} {first.error} during '{first.phase}'", ranks, elapsed)
+
+
+PEER_LOSS = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote worker", "socket closed")
+
+
+def _lost_a_peer(error: str) -> bool:
+    """An error that only says another rank went away: a consequence, not the cause."""
+    return any(marker in error.lower() for marker in PEER_LOSS)
 
 
 def _is_timeout(error: str) -> bool:
@@ -203,22 +224,38 @@ def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
     }
     base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     procs = [_start_rank(rank, spec_path, base_env, workdir) for rank in range(world)]
-    stopped = _wait_fail_fast(procs)
+    stopped, exited = _wait_fail_fast(procs)
     phases = read_progress(workdir)
-    return {"ranks": [_rank_report(r, p, workdir, phases, r in stopped).__dict__ for r, p in enumerate(procs)]}
+    reports = [_rank_report(r, p, workdir, phases, r in stopped) for r, p in enumerate(procs)]
+    for report in reports:
+        report.exit_round = exited.get(report.rank)
+    return {"ranks": [r.__dict__ for r in reports]}
 
 
 def _start_rank(rank: int, spec_path: Path, base_env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
     env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
     with open(workdir / f"rank{rank}.log", "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "gpudoctor.launch", str(spec_path)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpudoctor.launch", str(spec_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
 
 
-def _wait_fail_fast(procs: list[subprocess.Popen[bytes]]) -> set[int]:
-    """Wait for every rank; once one fails, give the rest a grace period, then stop them."""
+def _wait_fail_fast(procs: list[subprocess.Popen[bytes]]) -> tuple[set[int], dict[int, int]]:
+    """Wait for every rank; once one fails, give the rest a grace period, then stop them.
+
+    Returns the ranks stopped, and for each rank that exited the poll round it was first seen gone in (the
+    first rank to fail is the cause; the others usually fail because their peer vanished).
+    """
     failed_at = None
+    exited: dict[int, int] = {}
+    round_ = 0
     while any(p.poll() is None for p in procs):
+        round_ += 1
+        exited.update({r: round_ for r, p in enumerate(procs) if p.returncode is not None and r not in exited})
         if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
             failed_at = time.monotonic()
         if failed_at is not None and time.monotonic() - failed_at > FAIL_FAST_GRACE_S:
@@ -226,15 +263,21 @@ def _wait_fail_fast(procs: list[subprocess.Popen[bytes]]) -> set[int]:
             for rank in stopped:
                 procs[rank].kill()
                 procs[rank].wait()
-            return stopped
+            return stopped, exited
         time.sleep(0.05)
-    return set()
+    exited.update({r: round_ + 1 for r in range(len(procs)) if r not in exited})
+    return set(), exited
 
 
-def _rank_report(rank: int, proc: subprocess.Popen[bytes], workdir: Path, phases: dict[str, str],
-                 stopped: bool) -> RankReport:
-    report = RankReport(rank, proc.returncode, phase=_split_phase(phases.get(f"rank{rank}", "0|startup"))[1],
-                        stopped_by_launcher=stopped)
+def _rank_report(
+    rank: int, proc: subprocess.Popen[bytes], workdir: Path, phases: dict[str, str], stopped: bool
+) -> RankReport:
+    report = RankReport(
+        rank,
+        proc.returncode,
+        phase=_split_phase(phases.get(f"rank{rank}", "0|startup"))[1],
+        stopped_by_launcher=stopped,
+    )
     result_path = workdir / f"rank{rank}.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     report.data = result.get("data")
@@ -250,6 +293,12 @@ def _last_line(workdir: Path, rank: int) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+def collective_timeout(deadline: float) -> float:
+    """Half the time left when a rank joins: a peer that never arrives then fails the waiting ranks' collective
+    well before the launch's own limit, so the result names the rank that is missing."""
+    return max(1.0, (deadline - time.time()) * 0.5)
+
+
 def init_rank(backend: str, collective_timeout_s: float, params: dict[str, Any], fault: Fault | None) -> RankContext:
     """Join the process group the way torchrun-started code does; usable on its own under torchrun."""
     import torch
@@ -260,15 +309,14 @@ def init_rank(backend: str, collective_timeout_s: float, params: dict[str, Any],
     ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault)
     ctx.phase("rendezvous")
     if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        ctx.device = torch.device("cuda", local_rank)
+        index = local_rank % torch.cuda.device_count()  # several ranks may share a GPU (NCCL >= 2.30)
+        torch.cuda.set_device(index)
+        ctx.device = torch.device("cuda", index)
     dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=collective_timeout_s))
     return ctx
 
 
 def _rank_main(spec_path: str) -> int:
-    import importlib
-
     spec = json.loads(Path(spec_path).read_text())
     rank = int(os.environ["RANK"])
     result_path = Path(spec_path).with_name(f"rank{rank}.json")
@@ -277,15 +325,15 @@ def _rank_main(spec_path: str) -> int:
     try:
         if fault and fault.rank == rank and fault.at == "startup":
             _trigger(fault.kind)
-        ctx = init_rank(spec["backend"], spec["collective_timeout_s"], spec["params"], fault)
-        module_name, _, func_name = spec["worker"].partition(":")
-        data = getattr(importlib.import_module(module_name), func_name)(ctx)
+        ctx = init_rank(spec["backend"], collective_timeout(spec["deadline"]), spec["params"], fault)
+        data = load_target(spec["worker"])(ctx)
         ctx.phase("shutdown")
         import torch.distributed as dist
 
         dist.destroy_process_group()
     except Exception as exc:
-        write_json_atomic(result_path, {"error": f"raised {type(exc).__name__}: {str(exc)[:500]}"})
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        write_json_atomic(result_path, {"error": f"raised {type(exc).__name__}: {first_line[:300]}"})
         return 1
     write_json_atomic(result_path, {"data": data})
     return 0

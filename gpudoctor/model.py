@@ -46,6 +46,7 @@ class Metric:
     unit: str = ""
     expected: float | int | str | None = None
     expected_source: str | None = None
+    baseline: bool = False  # a figure `gpudoctor baseline save` keeps for later runs to be judged against
 
 
 @dataclass

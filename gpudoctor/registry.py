@@ -23,6 +23,12 @@ BUILTIN_MODULES = (
     "torch_build",
     "system",
     "health",
+    "allreduce",
+    "p2p",
+    "bandwidth",
+    "compute",
+    "memtest",
+    "ddp",
 )
 ENTRY_POINT_GROUP = "gpudoctor.checks"
 CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
@@ -88,7 +94,7 @@ def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
 
 
 def _kebab(word: str) -> bool:
-    return all(part.isalnum() and part.islower() or part.isdigit() for part in word.split("-"))
+    return all((part.isalnum() and part.islower()) or part.isdigit() for part in word.split("-"))
 
 
 @dataclass

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.isolate import Outcome, run_isolated
 from gpudoctor.launch import Fault, LaunchResult, launch
-from gpudoctor.model import Result, Status
+from gpudoctor.model import Remediation, Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
 
 DEFAULT_CPU_RANKS = 2
@@ -76,8 +77,36 @@ class CheckContext:
         return float(value) if isinstance(value, (int, float)) else None
 
     def launch(self, worker: str, params: dict[str, Any], world_size: int | None = None) -> LaunchResult:
+        """One rank per GPU (or `cpu_ranks` gloo ranks on CPU) running `worker(ctx)`, under this check's timeout."""
         backend = "nccl" if self.device == "cuda" else "gloo"
         return launch(worker, world_size or self.world_size, backend, params, self.timeout_s, self.options.fault)
+
+    def run_isolated(self, target: str, payload: dict[str, Any]) -> Outcome:
+        """`target(payload)` in its own process session, killed with all it started at this check's timeout."""
+        return run_isolated(target, payload, self.timeout_s)
+
+
+def isolated_failure(check_id: str, outcome: Outcome) -> Result:
+    """A workload that hung, crashed or raised, as a result naming where it was."""
+    status = Status.TIMEOUT if outcome.kind == "timeout" else Status.ERROR
+    where = "; ".join(f"{name}: {phase}" for name, phase in outcome.progress.items()) or "before it reported progress"
+    detail = outcome.stderr_tail.strip().splitlines()[-1][:200] if outcome.stderr_tail.strip() else ""
+    summary = f"workload {outcome.message} ({where})" + (f": {detail}" if detail and outcome.kind != "timeout" else "")
+    return Result(check_id, status, summary)
+
+
+def launch_failure(check_id: str, outcome: LaunchResult) -> Result:
+    """A distributed workload whose rank hung or died, as a result naming the rank and the operation."""
+    status = Status.TIMEOUT if outcome.status == "timeout" else Status.ERROR
+    return Result(
+        check_id,
+        status,
+        outcome.message,
+        remediation=Remediation(
+            "A rank that hangs or dies in a collective is what a training job would hit too.",
+            [f"NCCL_DEBUG=WARN gpudoctor check --only {check_id}", "sudo dmesg | grep -i xid"],
+        ),
+    )
 
 
 def live_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -190,5 +219,7 @@ def _skipped(spec: CheckSpec, reason: str) -> Result:
 
 
 def broken_plugin_results(broken: list[tuple[str, str]]) -> list[Result]:
-    return [Result("plugins.load", Status.ERROR, f"{source} failed to load: {error}", aspect=source,
-                   title="Plugin loads") for source, error in broken]
+    return [
+        Result("plugins.load", Status.ERROR, f"{source} failed to load: {error}", aspect=source, title="Plugin loads")
+        for source, error in broken
+    ]

@@ -8,8 +8,9 @@ never a crash; a lost GPU is marked lost; init failures become a status the driv
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 NVML_MAX_LINKS = 18  # NVLink 4 on Hopper has 18 links; NVML answers NotSupported past a GPU's count
 
@@ -60,7 +61,7 @@ def call_key(name: str, args: tuple[Any, ...]) -> str:
 class LiveNvml:
     """Calls the real NVML through pynvml, recording every answer for the snapshot."""
 
-    OUT_STRUCTS = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
+    OUT_STRUCTS: ClassVar[dict[str, str]] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
 
     def __init__(self) -> None:
         import pynvml
@@ -130,8 +131,13 @@ class Gateway:
         try:
             self.backend.call("nvmlInit")
         except NvmlCallError as exc:
-            return {"status": INIT_STATUS.get(exc.code, "error"), "error": str(exc), "error_code": exc.code,
-                    "gpus": [], "topology": {}}
+            return {
+                "status": INIT_STATUS.get(exc.code, "error"),
+                "error": str(exc),
+                "error_code": exc.code,
+                "gpus": [],
+                "topology": {},
+            }
         count = self.q("nvmlDeviceGetCount") or 0
         facts = {
             "status": "ok",
@@ -170,8 +176,9 @@ class Gateway:
             "compute_mode": self.q("nvmlDeviceGetComputeMode", d),
             "mig_mode": {"current": bool(mig[0]), "pending": bool(mig[1])} if mig else None,
             "inforom_valid": self._inforom_valid(d),
-            "fabric": self.q("nvmlDeviceGetGpuFabricInfo", d,
-                             convert=lambda f: {"state": f["state"], "status": f["status"]}),
+            "fabric": self.q(
+                "nvmlDeviceGetGpuFabricInfo", d, convert=lambda f: {"state": f["state"], "status": f["status"]}
+            ),
             "processes": self._processes(d),
         }
 
@@ -192,11 +199,21 @@ class Gateway:
 
     def _health(self, d: Dev) -> dict[str, Any]:
         return {
-            "ecc_mode": self.q("nvmlDeviceGetEccMode", d, convert=lambda m: {"current": bool(m[0]), "pending": bool(m[1])}),
+            "ecc_mode": self.q(
+                "nvmlDeviceGetEccMode", d, convert=lambda m: {"current": bool(m[0]), "pending": bool(m[1])}
+            ),
             "ecc_errors": self._ecc(d),
             "retired_pages": self._retired(d),
-            "remapped_rows": self.q("nvmlDeviceGetRemappedRows", d, convert=lambda r: {
-                "correctable": r[0], "uncorrectable": r[1], "pending": bool(r[2]), "failure": bool(r[3])}),
+            "remapped_rows": self.q(
+                "nvmlDeviceGetRemappedRows",
+                d,
+                convert=lambda r: {
+                    "correctable": r[0],
+                    "uncorrectable": r[1],
+                    "pending": bool(r[2]),
+                    "failure": bool(r[3]),
+                },
+            ),
             "clock_event_reasons": self.q("nvmlDeviceGetCurrentClocksEventReasons", d),
             "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
             "temperature_slowdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 1),
@@ -208,9 +225,15 @@ class Gateway:
         }
 
     def _ecc(self, d: Dev) -> dict[str, int | None]:
-        names = {(1, 0): "volatile_uncorrected", (0, 0): "volatile_corrected",
-                 (1, 1): "aggregate_uncorrected", (0, 1): "aggregate_corrected"}
-        return {name: self.q("nvmlDeviceGetTotalEccErrors", d, kind, counter) for (kind, counter), name in names.items()}
+        names = {
+            (1, 0): "volatile_uncorrected",
+            (0, 0): "volatile_corrected",
+            (1, 1): "aggregate_uncorrected",
+            (0, 1): "aggregate_corrected",
+        }
+        return {
+            name: self.q("nvmlDeviceGetTotalEccErrors", d, kind, counter) for (kind, counter), name in names.items()
+        }
 
     def _retired(self, d: Dev) -> dict[str, Any] | None:
         sbe = self.q("nvmlDeviceGetRetiredPages", d, 0)
@@ -236,17 +259,29 @@ class Gateway:
             active = self.q("nvmlDeviceGetNvLinkState", d, link)
             if active is None:
                 break
-            counters = {name: self.q("nvmlDeviceGetNvLinkErrorCounter", d, link, code)
-                        for code, name in enumerate(("replay", "recovery", "crc_flit", "crc_data"))}
-            links.append({"link": link, "active": bool(active),
-                          "version": self.q("nvmlDeviceGetNvLinkVersion", d, link), **counters})
+            counters = {
+                name: self.q("nvmlDeviceGetNvLinkErrorCounter", d, link, code)
+                for code, name in enumerate(("replay", "recovery", "crc_flit", "crc_data"))
+            }
+            links.append(
+                {
+                    "link": link,
+                    "active": bool(active),
+                    "version": self.q("nvmlDeviceGetNvLinkVersion", d, link),
+                    **counters,
+                }
+            )
         return links
 
     def topology(self, indexes: list[int]) -> dict[str, Any]:
         """P2P read status and the common PCIe ancestor for every GPU pair (None on the diagonal)."""
-        p2p = [[None if a == b else self.q("nvmlDeviceGetP2PStatus", Dev(a), Dev(b), 0) for b in indexes] for a in indexes]
-        ancestor = [[None if a == b else self.q("nvmlDeviceGetTopologyCommonAncestor", Dev(a), Dev(b))
-                     for b in indexes] for a in indexes]
+        p2p = [
+            [None if a == b else self.q("nvmlDeviceGetP2PStatus", Dev(a), Dev(b), 0) for b in indexes] for a in indexes
+        ]
+        ancestor = [
+            [None if a == b else self.q("nvmlDeviceGetTopologyCommonAncestor", Dev(a), Dev(b)) for b in indexes]
+            for a in indexes
+        ]
         return {"indexes": indexes, "p2p_read": p2p, "common_ancestor": ancestor}
 
 
@@ -259,12 +294,15 @@ def gather_live() -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         backend = LiveNvml()
     except ImportError as exc:
-        return {"status": "library-not-found", "error": f"nvidia-ml-py is not installed: {exc}",
-                "error_code": None, "gpus": [], "topology": {}}, {}
+        return {
+            "status": "library-not-found",
+            "error": f"nvidia-ml-py is not installed: {exc}",
+            "error_code": None,
+            "gpus": [],
+            "topology": {},
+        }, {}
     facts = Gateway(backend).gather()
     if facts["status"] == "ok":
-        try:
+        with contextlib.suppress(backend.lib.NVMLError):
             backend.lib.nvmlShutdown()
-        except backend.lib.NVMLError:
-            pass
     return facts, backend.recording

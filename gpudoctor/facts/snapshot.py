@@ -36,8 +36,9 @@ def gather() -> dict[str, Any]:
     system_facts["nvcc"] = system.collect_nvcc(nvcc_proc)
     pids = [p["pid"] for g in nvml_facts["gpus"] for p in g.get("processes") or []]
     system_facts["gpu_processes"] = system.describe_processes(pids)
-    system_facts["gpu_numa_nodes"] = system.gpu_numa_nodes([g["pci_bus_id"] for g in nvml_facts["gpus"]
-                                                             if g.get("pci_bus_id")])
+    system_facts["gpu_numa_nodes"] = system.gpu_numa_nodes(
+        [g["pci_bus_id"] for g in nvml_facts["gpus"] if g.get("pci_bus_id")]
+    )
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -81,13 +82,13 @@ def load(path: Path) -> dict[str, Any]:
 
 def validate(data: Any, name: str) -> None:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise SnapshotError(f"{name} is not a gpudoctor snapshot (no \"schema\": \"{SCHEMA}\")")
+        raise SnapshotError(f'{name} is not a gpudoctor snapshot (no "schema": "{SCHEMA}")')
     version = data.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
         raise SnapshotError(f"{name} has snapshot schema_version {version!r}; this gpudoctor reads 1..{SCHEMA_VERSION}")
     for section, kind in SECTIONS.items():
         if not isinstance(data.get(section), kind):
-            raise SnapshotError(f"{name}: section \"{section}\" is missing or not an object")
+            raise SnapshotError(f'{name}: section "{section}" is missing or not an object')
     if not isinstance(data["nvml"].get("gpus"), list):
         raise SnapshotError(f"{name}: nvml.gpus is missing or not a list")
 

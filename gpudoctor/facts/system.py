@@ -22,8 +22,9 @@ def start_nvcc() -> subprocess.Popen[str] | None:
     nvcc = shutil.which("nvcc")
     if not nvcc:
         return None
-    return subprocess.Popen([nvcc, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [nvcc, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
 
 
 def collect_nvcc(proc: subprocess.Popen[str] | None) -> dict[str, Any]:
@@ -131,13 +132,15 @@ def _infiniband(root: Path) -> list[dict[str, Any]]:
     ports = []
     for port in sorted((root / "sys/class/infiniband").glob("*/ports/*")):
         with contextlib.suppress(OSError):
-            ports.append({
-                "device": port.parent.parent.name,
-                "port": int(port.name),
-                "state": (port / "state").read_text().strip(),
-                "rate": (port / "rate").read_text().strip(),
-                "link_layer": (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None,
-            })
+            ports.append(
+                {
+                    "device": port.parent.parent.name,
+                    "port": int(port.name),
+                    "state": (port / "state").read_text().strip(),
+                    "rate": (port / "rate").read_text().strip(),
+                    "link_layer": (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None,
+                }
+            )
     return ports
 
 

@@ -15,8 +15,13 @@ from typing import Any
 
 
 def start() -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "gpudoctor.facts.torchinfo"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpudoctor.facts.torchinfo"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def collect(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> dict[str, Any]:
@@ -68,11 +73,21 @@ def _cuda(torch: Any) -> dict[str, Any]:
     if available:
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
-            devices.append({"index": i, "name": props.name, "capability": [props.major, props.minor],
-                            "total_memory_mib": props.total_memory // 2**20,
-                            "pci_bus_id": _pci_bus_id(props)})
-    return {"cuda_available": available, "cuda_init_error": init_error, "device_count": len(devices),
-            "devices": devices}
+            devices.append(
+                {
+                    "index": i,
+                    "name": props.name,
+                    "capability": [props.major, props.minor],
+                    "total_memory_mib": props.total_memory // 2**20,
+                    "pci_bus_id": _pci_bus_id(props),
+                }
+            )
+    return {
+        "cuda_available": available,
+        "cuda_init_error": init_error,
+        "device_count": len(devices),
+        "devices": devices,
+    }
 
 
 def _pci_bus_id(props: Any) -> str | None:
@@ -96,8 +111,13 @@ def _cudnn(torch: Any) -> dict[str, Any]:
 def _nccl(torch: Any) -> dict[str, Any]:
     import torch.distributed as dist
 
-    info: dict[str, Any] = {"version": None, "error": None, "distributed": dist.is_available(),
-                            "nccl_backend": False, "gloo_backend": False}
+    info: dict[str, Any] = {
+        "version": None,
+        "error": None,
+        "distributed": dist.is_available(),
+        "nccl_backend": False,
+        "gloo_backend": False,
+    }
     if dist.is_available():
         info["nccl_backend"] = dist.is_nccl_available()
         info["gloo_backend"] = dist.is_gloo_available()

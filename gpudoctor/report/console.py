@@ -34,19 +34,32 @@ def badge(status: Status) -> Text:
 
 def render(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
     console.print(_summary_line(document))
+    width = min(max((len(r.label) for r in results), default=10), 28)
     for area, group in groupby(results, key=lambda r: r.check_id.split(".")[0]):
-        console.print(_area_table(area, list(group), verbose))
+        console.print(_area_table(area, list(group), verbose, width))
     console.print(_closing_line(document))
 
 
 def _summary_line(document: dict[str, Any]) -> Text:
     counts = document["counts"]
-    parts = [f"{counts[s.value]} {word}" for s, word in (
-        (Status.PASS, "passed"), (Status.WARN, "warned"), (Status.FAIL, "failed"),
-        (Status.ERROR, "broke"), (Status.TIMEOUT, "timed out"), (Status.SKIP, "skipped")) if counts[s.value]]
-    line = Text.assemble(badge(Status(document["status"])), " ",
-                         f"{', '.join(parts)} in {document['duration_s']:.1f} s",
-                         (f"  · {document['host']} · level {document['level']} · {document['source']}", "dim"))
+    parts = [
+        f"{counts[s.value]} {word}"
+        for s, word in (
+            (Status.PASS, "passed"),
+            (Status.WARN, "warned"),
+            (Status.FAIL, "failed"),
+            (Status.ERROR, "broke"),
+            (Status.TIMEOUT, "timed out"),
+            (Status.SKIP, "skipped"),
+        )
+        if counts[s.value]
+    ]
+    line = Text.assemble(
+        badge(Status(document["status"])),
+        " ",
+        f"{', '.join(parts)} in {document['duration_s']:.1f} s",
+        (f"  · {document['host']} · level {document['level']} · {document['source']}", "dim"),
+    )
     return line
 
 
@@ -57,11 +70,12 @@ def _closing_line(document: dict[str, Any]) -> Text:
     return Text(text, style="dim")
 
 
-def _area_table(area: str, results: list[Result], verbose: bool) -> Table:
-    table = Table(title=area, title_justify="left", title_style="bold", show_header=False, box=None,
-                  pad_edge=False, expand=False)
+def _area_table(area: str, results: list[Result], verbose: bool, width: int) -> Table:
+    table = Table(
+        title=area, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False, expand=False
+    )
     table.add_column("status", no_wrap=True, width=7)
-    table.add_column("check", no_wrap=True, overflow="fold", max_width=24)
+    table.add_column("check", overflow="fold", width=width)
     table.add_column("result", overflow="fold", ratio=1)
     for result in results:
         table.add_row(badge(result.status), result.label, result.summary)
@@ -71,12 +85,14 @@ def _area_table(area: str, results: list[Result], verbose: bool) -> Table:
 
 def _add_details(table: Table, result: Result, verbose: bool) -> None:
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
-    for metric in result.metrics if show_all or result.status == Status.PASS else []:
-        table.add_row("", "", Text(format_metric(metric), style="dim"))
-    for row in result.rows:
-        if show_all and (verbose or row.status != Status.PASS):
-            where = f"GPU {row.index}" if row.index is not None else ""
-            table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
+    for metric in result.metrics:
+        if show_all or metric.expected is not None:
+            table.add_row("", "", Text(format_metric(metric), style="dim"))
+    bad = [row for row in result.rows if row.status not in (Status.PASS, Status.SKIP)]
+    shown = result.rows if verbose else bad if len(bad) > 3 else []  # the summary already names up to three
+    for row in shown:
+        where = f"GPU {row.index}" if row.index is not None else ""
+        table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
     if result.remediation and result.status != Status.PASS:
         table.add_row("", Text("  fix", style="cyan"), result.remediation.why)
         for command in result.remediation.commands:

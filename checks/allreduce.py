@@ -1,0 +1,211 @@
+"""All-reduce bandwidth: an nccl-tests style sweep through torch.distributed, every result verified.
+
+On GPUs this is NCCL; on CPU (or --device cpu) gloo runs the same code for real. algbw = bytes / time,
+busbw = algbw * 2(n-1)/n (nccl-tests' definitions); the large-message busbw is judged against what
+the detected topology should deliver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor import expect
+from gpudoctor.launch import RankContext
+from gpudoctor.model import Metric, Remediation, Result, Status
+from gpudoctor.registry import check
+from gpudoctor.runner import CheckContext, launch_failure, live_gpus
+
+MIB = 2**20
+GPU_SIZES = [MIB * 4**k for k in range(6)]  # 1 MiB .. 1 GiB
+CPU_SIZES = [64 * 1024 * 4**k for k in range(5)]  # 64 KiB .. 16 MiB
+
+
+def bus_factor(world: int) -> float:
+    """nccl-tests: an all-reduce moves 2(n-1)/n of the data over each rank's link."""
+    return 2 * (world - 1) / world
+
+
+def pattern(numel: int, rank: int, device: Any) -> Any:
+    """Known, non-constant values per rank (exact in float32), so a wrong or misplaced sum shows."""
+    import torch
+
+    return (torch.arange(numel, device=device, dtype=torch.float32) % 251 + 1) * (rank + 1)
+
+
+def worker(ctx: RankContext) -> dict[str, Any]:
+    """Runs on every rank: verify then time each size, in place and out of place."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from gpudoctor.measure import summary, time_repeats
+
+    p = ctx.params
+    rows = []
+    for size in p["sizes"]:
+        numel = size // 4
+        ctx.phase(f"all_reduce {size // 1024} KiB verify")
+        data = pattern(numel, ctx.rank, ctx.device)
+        dist.all_reduce(data)
+        if ctx.fault_here("all_reduce", "corrupt"):
+            data[numel // 2] += 1
+        expected = pattern(numel, 0, ctx.device) * (ctx.world_size * (ctx.world_size + 1) // 2)
+        wrong = int((data != expected).sum())
+        buffer = torch.rand(numel, device=ctx.device) / ctx.world_size
+        dist.barrier()
+        ctx.phase(f"all_reduce {size // 1024} KiB in-place")
+        inplace = time_repeats(lambda b=buffer: dist.all_reduce(b), ctx.device, p["warmup"], p["iters"])
+        outplace = None
+        if p["out_of_place"]:
+            ctx.phase(f"all_reduce {size // 1024} KiB out-of-place")
+            outplace = time_repeats(
+                lambda b=buffer: funcol.wait_tensor(funcol.all_reduce(b, "sum", dist.group.WORLD)),
+                ctx.device,
+                p["warmup"],
+                p["iters"],
+            )
+        rows.append(
+            {
+                "bytes": size,
+                "wrong": wrong,
+                "in_place": summary(inplace),
+                "out_of_place": summary(outplace) if outplace else None,
+            }
+        )
+    return {"rank": ctx.rank, "rows": rows}
+
+
+def combine(per_rank: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    """One row per size: the slowest rank's median (the collective ends when the last rank does)."""
+    rows = []
+    for i, first in enumerate(per_rank[0]["rows"]):
+        size = first["bytes"]
+        row = {"bytes": size, "wrong": sum(r["rows"][i]["wrong"] for r in per_rank)}
+        for mode in ("in_place", "out_of_place"):
+            if first[mode] is None:
+                continue
+            seconds = max(r["rows"][i][mode]["median_s"] for r in per_rank)
+            algbw = size / seconds / 1e9
+            row[mode] = {"time_us": seconds * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(world)}
+        rows.append(row)
+    return rows
+
+
+def judge(
+    rows: list[dict[str, Any]],
+    world: int,
+    device: str,
+    expected: expect.Expectation | None,
+    floor: float,
+    nccl: dict[str, Any],
+) -> Result:
+    """Verified first; then the largest message's in-place busbw against the expectation."""
+    wrong = sum(r["wrong"] for r in rows)
+    metrics = [Metric(f"busbw {r['bytes'] // 1024} KiB", round(r["in_place"]["busbw_gbps"], 3), "GB/s") for r in rows]
+    metrics += [Metric(k, v) for k, v in nccl.items()]
+    if wrong:
+        return Result(
+            "allreduce.bandwidth",
+            Status.FAIL,
+            f"all-reduce returned {wrong} wrong values: the interconnect or a GPU corrupts data",
+            metrics=metrics,
+            remediation=Remediation(
+                "Wrong sums with no error reported point at broken P2P (IOMMU/ACS), a failing link or GPU memory.",
+                [
+                    "sudo dmesg | grep -iE 'xid|iommu|dmar'",
+                    "NCCL_P2P_DISABLE=1 gpudoctor check --only allreduce  # if this passes, P2P is the culprit",
+                ],
+            ),
+        )
+    largest = rows[-1]["in_place"]
+    size = f"{rows[-1]['bytes'] // MIB} MiB" if rows[-1]["bytes"] >= MIB else f"{rows[-1]['bytes'] // 1024} KiB"
+    text = f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), busbw {largest['busbw_gbps']:.2f} GB/s at {size}"
+    status, metric = expect.verdict("busbw", largest["busbw_gbps"], "GB/s", expected, floor)
+    metric.baseline = True
+    metrics.insert(0, metric)
+    if world < 2:
+        return Result(
+            "allreduce.bandwidth",
+            Status.PASS,
+            f"{text}; one rank: verified, bandwidth not judged (no peer to exchange with)",
+            metrics=metrics,
+        )
+    if expected is None:
+        if device != "cuda":
+            return Result(
+                "allreduce.bandwidth",
+                Status.PASS,
+                f"{text}; verified; gloo over loopback measures "
+                "the host, so bandwidth is judged only against a saved baseline",
+                metrics=metrics,
+            )
+        return Result(
+            "allreduce.bandwidth",
+            Status.WARN,
+            f"{text}; no expectation for this topology (unknown link): measured and verified only",
+            metrics=metrics,
+        )
+    if status == Status.FAIL:
+        return Result(
+            "allreduce.bandwidth",
+            status,
+            f"{text}, below {metric.expected} GB/s ({expected.source})",
+            metrics=metrics,
+            remediation=Remediation(
+                "Low bus bandwidth means a degraded link, disabled P2P or NVLink, or a wrong NCCL transport.",
+                [
+                    "nvidia-smi topo -m",
+                    "nvidia-smi nvlink -s",
+                    "NCCL_DEBUG=INFO gpudoctor check --only allreduce 2>&1 | grep -i 'via'",
+                ],
+            ),
+        )
+    return Result("allreduce.bandwidth", status, f"{text} (expected {metric.expected})", metrics=metrics)
+
+
+@check(
+    "allreduce.bandwidth",
+    "All-reduce bandwidth (NCCL, gloo on CPU)",
+    level="standard",
+    needs=("torch", "live"),
+    timeout_s=180,
+    settings={
+        "min_busbw_gbps": 0.0,
+        "floor": 0.75,
+        "baseline_tolerance": 0.9,
+        "cpu_ranks": 2,
+        "warmup": 5,
+        "iters": 20,
+    },
+)
+def allreduce(ctx: CheckContext) -> Result:
+    """Size sweep of all-reduce across every GPU, verified; large-message busbw against the topology."""
+    full = ctx.options.level == "full"
+    sizes = GPU_SIZES if ctx.device == "cuda" else CPU_SIZES
+    params = {
+        "sizes": sizes + ([sizes[-1] * 4] if full else []),
+        "warmup": ctx.settings["warmup"],
+        "iters": ctx.settings["iters"] * (3 if full else 1),
+        "out_of_place": True,
+    }
+    outcome = ctx.launch("gpudoctor.checks.allreduce:worker", params)
+    if outcome.status != "ok":
+        return launch_failure("allreduce.bandwidth", outcome)
+    rows = combine(outcome.data, ctx.world_size)
+    baseline = expect.from_baseline(
+        ctx.baseline_for("allreduce.bandwidth:busbw"),
+        ctx.settings["baseline_tolerance"],
+        (ctx.options.baseline or {}).get("path", ""),
+    )
+    expected = (
+        baseline
+        if ctx.device != "cuda"
+        else expect.pick(
+            baseline,
+            expect.from_setting(ctx.settings["min_busbw_gbps"] / ctx.settings["floor"], "min_busbw_gbps"),
+            expect.allreduce_expectation(live_gpus(ctx.facts), ctx.nvml.get("topology", {})),
+        )
+    )
+    nccl = {"nccl_version": (ctx.torch.get("nccl") or {}).get("version")}
+    nccl.update({k: v for k, v in ctx.system.get("env", {}).items() if k.startswith("NCCL_")})
+    return judge(rows, ctx.world_size, ctx.device, expected, ctx.settings["floor"], nccl)

@@ -1,0 +1,126 @@
+"""Dense matrix-multiply throughput per GPU (bf16, and fp32 through TF32 set explicitly), results verified."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor.checks.bandwidth import baseline_expectations
+
+from gpudoctor import expect
+from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
+from gpudoctor.registry import check
+from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+
+TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3}
+
+
+def gemm_on(device: Any, n: int, precision: str, warmup: int, iters: int) -> dict[str, Any]:
+    """TFLOP/s of an n x n x n product on random data, and its error against a float64 reference block."""
+    import torch
+
+    from gpudoctor.measure import summary, time_repeats
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
+        timing = summary(time_repeats(lambda: torch.matmul(a, b, out=out), device, warmup, iters))
+        block = min(n, 128)
+        reference = a[:block].double() @ b[:, :block].double()
+        error = float((out[:block, :block].double() - reference).norm() / reference.norm())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return {"tflops": 2 * n**3 / timing["median_s"] / 1e12, "rel_error": error}
+
+
+def measure(params: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from gpudoctor.isolate import progress
+
+    results = []
+    for index in range(torch.cuda.device_count()):
+        row: dict[str, Any] = {"index": index}
+        for precision in ("bf16", "tf32"):
+            progress("gemm", f"GPU {index} {precision}")
+            row[precision] = gemm_on(
+                torch.device("cuda", index), params["n"], precision, params["warmup"], params["iters"]
+            )
+        results.append(row)
+    return {"gpus": results}
+
+
+def judge(
+    measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
+) -> Result:
+    by_index = {g["index"]: g for g in gpus}
+    rows, metrics = [], []
+    for m in measured:
+        gpu = by_index.get(m["index"], {"index": m["index"]})
+        parts, statuses = [], []
+        for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
+            figure = m[precision]
+            expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, 1.0, "gemm"))
+            status, metric = expect.verdict(
+                f"GPU {m['index']} {precision}", figure["tflops"], "TFLOP/s", expected, floor
+            )
+            metrics.append(metric)
+            if figure["rel_error"] > TOLERANCE[precision] or figure["rel_error"] != figure["rel_error"]:
+                status = Status.FAIL
+                parts.append(f"{precision} WRONG RESULTS (relative error {figure['rel_error']:.2g})")
+            else:
+                parts.append(
+                    f"{precision} {figure['tflops']:.0f}"
+                    + ("" if status == Status.PASS else f" (expected {metric.expected})")
+                )
+            statuses.append(status if expected else Status.WARN)
+        status = Status.FAIL if Status.FAIL in statuses else (Status.WARN if Status.WARN in statuses else Status.PASS)
+        rows.append(
+            Row(
+                status,
+                ", ".join(parts) + " TFLOP/s",
+                index=gpu.get("index"),
+                uuid=gpu.get("uuid"),
+                pci_bus_id=gpu.get("pci_bus_id"),
+                name=gpu.get("name"),
+            )
+        )
+    result = from_rows(
+        "compute.gemm",
+        rows,
+        f"{len(rows)} GPUs at their matrix throughput",
+        Remediation(
+            "Low throughput with correct results means clocks held down (power cap, thermal) or a degraded GPU; "
+            "wrong results mean a failing GPU.",
+            ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER -i <GPU>"],
+        ),
+    )
+    result.metrics = metrics
+    return result
+
+
+@check(
+    "compute.gemm",
+    "Matrix-multiply throughput",
+    level="standard",
+    needs=("gpu", "live", "torch"),
+    timeout_s=180,
+    settings={"n": 8192, "floor": 0.75, "baseline_tolerance": 0.9, "warmup": 3, "iters": 10},
+)
+def gemm(ctx: CheckContext) -> Result:
+    """Dense bf16 and TF32 GEMM per GPU against the datasheet, verified against a float64 reference."""
+    iters = ctx.settings["iters"] * (5 if ctx.options.level == "full" else 1)
+    params = {"n": ctx.settings["n"], "warmup": ctx.settings["warmup"], "iters": iters}
+    outcome = ctx.run_isolated("gpudoctor.checks.compute:measure", params)
+    if outcome.kind != "ok":
+        return isolated_failure("compute.gemm", outcome)
+    baseline = baseline_expectations(ctx, {"bf16": "compute.gemm:bf16", "tf32": "compute.gemm:tf32"})
+    result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
+    for precision in ("bf16", "tf32"):
+        result.metrics.append(
+            Metric(precision, min(g[precision]["tflops"] for g in outcome.data["gpus"]), "TFLOP/s", baseline=True)
+        )
+    return result

@@ -1,0 +1,150 @@
+"""Peer access between GPUs: the access matrix (torch and NVML), copy bandwidth and latency per pair, and
+the data of every peer copy verified (IOMMU/ACS setups corrupt or crawl while reporting P2P available).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor import expect
+from gpudoctor.model import Metric, Remediation, Result, Row, Status
+from gpudoctor.registry import check
+from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+
+P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+
+
+def measure(params: dict[str, Any]) -> dict[str, Any]:
+    """In the isolated child: for each ordered GPU pair, peer access, copy bandwidth, latency, verification."""
+    import torch
+
+    from gpudoctor.isolate import progress
+    from gpudoctor.measure import checksum, summary, time_repeats
+
+    count = torch.cuda.device_count()
+    numel = params["bytes"] // 4
+    pairs = []
+    for a in range(count):
+        for b in range(count):
+            if a == b:
+                continue
+            progress("p2p", f"GPU {a} -> GPU {b}")
+            src = torch.randn(numel, device=f"cuda:{a}")
+            dst = torch.full((numel,), float("nan"), device=f"cuda:{b}")
+            tiny_src, tiny_dst = src[:1], dst[:1]
+            with torch.cuda.device(a):
+                copy = summary(
+                    time_repeats(
+                        lambda s=src, d=dst: d.copy_(s), torch.device("cuda", a), params["warmup"], params["iters"]
+                    )
+                )
+                latency = summary(
+                    time_repeats(
+                        lambda s=tiny_src, d=tiny_dst: d.copy_(s),
+                        torch.device("cuda", a),
+                        params["warmup"],
+                        params["iters"],
+                    )
+                )
+            torch.cuda.synchronize(b)
+            pairs.append(
+                {
+                    "src": a,
+                    "dst": b,
+                    "access": torch.cuda.can_device_access_peer(a, b),
+                    "gbps": params["bytes"] / copy["median_s"] / 1e9,
+                    "latency_us": latency["median_s"] * 1e6,
+                    "verified": checksum(src) == checksum(dst),
+                }
+            )
+            del src, dst
+    return {"pairs": pairs}
+
+
+def judge(
+    pairs: list[dict[str, Any]], gpus: list[dict[str, Any]], nvml_p2p: list[list[int | None]], floor: float
+) -> Result:
+    by_index = {g["index"]: g for g in gpus}
+    rows, worst_pair = [], None
+    for pair in pairs:
+        a, b = by_index.get(pair["src"], {}), by_index.get(pair["dst"], {})
+        nvml_ok = _nvml_status(nvml_p2p, pair["src"], pair["dst"]) == 0
+        expected = expect.p2p_copy_expectation(a, b, pair["access"])
+        status, metric = expect.verdict("copy", pair["gbps"], "GB/s", expected, floor)
+        text = f"-> GPU {pair['dst']}: {pair['gbps']:.1f} GB/s, {pair['latency_us']:.1f} us"
+        if not pair["verified"]:
+            status, text = Status.FAIL, f"-> GPU {pair['dst']}: copied data differs from the source"
+        elif nvml_ok and not pair["access"]:
+            status, text = Status.FAIL, f"-> GPU {pair['dst']}: NVML reports P2P but CUDA cannot enable it"
+        elif status == Status.FAIL:
+            text += f" (expected {metric.expected}, {metric.expected_source})"
+        rows.append(
+            Row(status, text, index=pair["src"], uuid=a.get("uuid"), pci_bus_id=a.get("pci_bus_id"), name=a.get("name"))
+        )
+        if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
+            worst_pair = pair
+    failed = [r for r in rows if r.status == Status.FAIL]
+    metrics = [Metric("slowest pair", round(worst_pair["gbps"], 2), "GB/s")] if worst_pair else []
+    access = sum(p["access"] for p in pairs)
+    if failed:
+        return Result(
+            "p2p.access",
+            Status.FAIL,
+            f"{len(failed)} of {len(pairs)} GPU pairs fail: GPU {failed[0].index} {failed[0].summary}",
+            rows=rows,
+            metrics=metrics,
+            remediation=Remediation(
+                "P2P that is reported but slow or corrupting usually means the IOMMU or PCIe ACS "
+                "redirects peer traffic through the root complex.",
+                [
+                    "sudo dmesg | grep -iE 'dmar|iommu'",
+                    "sudo lspci -vvv | grep -i acsctl",
+                    "add iommu=pt (or intel_iommu=off / amd_iommu=off) to the kernel command line",
+                ],
+            ),
+        )
+    return Result(
+        "p2p.access",
+        Status.PASS,
+        f"{len(pairs)} GPU pairs verified, {access} with peer access; slowest {worst_pair['gbps']:.1f} GB/s",
+        rows=rows,
+        metrics=metrics,
+    )
+
+
+def _nvml_status(matrix: list[list[int | None]], a: int, b: int) -> int | None:
+    try:
+        return matrix[a][b]
+    except (IndexError, TypeError):
+        return None
+
+
+@check(
+    "p2p.access",
+    "Peer access and copies between GPUs",
+    level="standard",
+    needs=("gpu", "live", "torch"),
+    min_gpus=2,
+    timeout_s=180,
+    settings={"bytes": 256 * 2**20, "floor": 0.75, "warmup": 3, "iters": 10},
+)
+def p2p(ctx: CheckContext) -> Result:
+    """Access matrix (torch and NVML), copy bandwidth and latency per pair, every peer copy verified."""
+    params = {"bytes": ctx.settings["bytes"], "warmup": ctx.settings["warmup"], "iters": ctx.settings["iters"]}
+    outcome = ctx.run_isolated("gpudoctor.checks.p2p:measure", params)
+    if outcome.kind != "ok":
+        return isolated_failure("p2p.access", outcome)
+    return judge(
+        outcome.data["pairs"],
+        live_gpus(ctx.facts),
+        ctx.nvml.get("topology", {}).get("p2p_read") or [],
+        ctx.settings["floor"],
+    )

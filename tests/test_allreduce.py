@@ -1,0 +1,171 @@
+"""All-reduce for real on gloo: sweep, verification, busbw arithmetic, hung/crashing/late ranks; judging
+against NVLink, NVSwitch, PCIe and no-P2P topologies on fixture measurements."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+import pytest
+from conftest import gpudoctor, load_snapshot
+from gpudoctor.checks import allreduce
+
+from gpudoctor import expect
+from gpudoctor.launch import Fault, launch
+from gpudoctor.runner import live_gpus
+
+SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
+
+
+def test_gloo_sweep_is_verified_with_nccl_tests_arithmetic(no_leftovers) -> None:
+    outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", SMALL, 120)
+    assert outcome.status == "ok", outcome.message
+    rows = allreduce.combine(outcome.data, 3)
+    assert [r["bytes"] for r in rows] == SMALL["sizes"]
+    for row in rows:
+        assert row["wrong"] == 0
+        for mode in ("in_place", "out_of_place"):
+            figures = row[mode]
+            assert figures["time_us"] > 0
+            assert figures["algbw_gbps"] == pytest.approx(row["bytes"] / (figures["time_us"] / 1e6) / 1e9)
+            assert figures["busbw_gbps"] == pytest.approx(figures["algbw_gbps"] * 4 / 3)
+
+
+def test_combine_takes_the_slowest_rank() -> None:
+    per_rank = [
+        {"rows": [{"bytes": 8_000_000, "wrong": 0, "in_place": {"median_s": t}, "out_of_place": None}]}
+        for t in (0.001, 0.004)
+    ]
+    row = allreduce.combine(per_rank, 2)[0]
+    assert row["in_place"]["algbw_gbps"] == pytest.approx(2.0)
+    assert row["in_place"]["busbw_gbps"] == pytest.approx(2.0)
+    assert allreduce.bus_factor(8) == pytest.approx(1.75)
+
+
+def test_injected_corruption_is_caught(no_leftovers) -> None:
+    outcome = launch("gpudoctor.checks.allreduce:worker", 2, "gloo", SMALL, 120, Fault(1, "corrupt", "all_reduce"))
+    rows = allreduce.combine(outcome.data, 2)
+    result = allreduce.judge(rows, 2, "cpu", None, 0.75, {})
+    assert result.status.value == "fail" and "3 wrong values" in result.summary
+
+
+@pytest.mark.parametrize(
+    "fault,words",
+    [
+        ("rank=1,kind=hang,at=all_reduce 64 KiB in-place", ["rank 1", "all_reduce 64 KiB in-place"]),
+        ("rank=1,kind=hang,at=startup", ["rank 1", "startup"]),
+    ],
+)
+def test_hung_or_absent_rank_times_out_naming_it(fault: str, words: list[str], no_leftovers) -> None:
+    started = time.monotonic()
+    proc = gpudoctor("check", "--only", "allreduce", "--timeout", "12", "--json", env={"GPUDOCTOR_INJECT_FAULT": fault})
+    elapsed = time.monotonic() - started
+    result = json.loads(proc.stdout)["checks"][0]
+    assert result["status"] == "timeout", result
+    for word in words:
+        assert word in result["summary"]
+    assert elapsed < 12 + 15
+    assert proc.returncode == 1
+
+
+def test_crashing_rank_is_an_error_naming_it(no_leftovers) -> None:
+    proc = gpudoctor(
+        "check",
+        "--only",
+        "allreduce",
+        "--json",
+        env={"GPUDOCTOR_INJECT_FAULT": "rank=1,kind=crash,at=all_reduce 256 KiB"},
+    )
+    result = json.loads(proc.stdout)["checks"][0]
+    assert result["status"] == "error"
+    assert "rank 1 crashed (SIGSEGV) during 'all_reduce 256 KiB verify'" in result["summary"]
+
+
+def test_check_runs_on_cpu_and_says_why_it_is_not_judged(tmp_path) -> None:
+    proc = gpudoctor("check", "--only", "allreduce", "--json", "--device", "cpu")
+    result = json.loads(proc.stdout)["checks"][0]
+    assert result["status"] == "pass"
+    assert "2 ranks (gloo)" in result["summary"] and "judged only against a saved baseline" in result["summary"]
+    names = [m["name"] for m in result["metrics"]]
+    assert "busbw" in names and "nccl_version" in names
+
+
+def test_baseline_save_and_judge_on_cpu(tmp_path) -> None:
+    """A saved known-good figure judges later runs: an impossible baseline fails, the saved one passes."""
+    path = tmp_path / "baseline.json"
+    config = tmp_path / "only.toml"
+    config.write_text("[checks.ddp.train]\nsteps = 4\nscaling = false\n")
+    proc = gpudoctor("baseline", "save", str(path), "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    saved = json.loads(path.read_text())
+    assert saved["figures"]["allreduce.bandwidth:busbw"] > 0
+    impossible = copy.deepcopy(saved)
+    impossible["figures"]["allreduce.bandwidth:busbw"] *= 1000
+    fake = tmp_path / "impossible.json"
+    fake.write_text(json.dumps(impossible))
+    result = json.loads(gpudoctor("check", "--only", "allreduce", "--json", "--baseline", str(fake)).stdout)
+    assert result["checks"][0]["status"] == "fail"
+    assert f"baseline {fake}" in result["checks"][0]["summary"]
+
+
+def measured(busbw: float) -> list[dict]:
+    return [{"bytes": 1 << 30, "wrong": 0, "in_place": {"time_us": 1.0, "algbw_gbps": busbw, "busbw_gbps": busbw}}]
+
+
+def topology_case(name: str, p2p_ok: bool | None = None) -> tuple[list[dict], dict]:
+    snap = load_snapshot(name)
+    topology = copy.deepcopy(snap["nvml"]["topology"])
+    if p2p_ok is not None:
+        topology["p2p_read"] = [
+            [None if a == b else (0 if p2p_ok else 2) for b in range(len(row))]
+            for a, row in enumerate(topology["p2p_read"])
+        ]
+    return live_gpus(snap), topology
+
+
+@pytest.mark.parametrize(
+    "fixture,p2p,expected,source",
+    [
+        ("h100-sxm-8x", None, 351.0, "NVLink 4 x18 per GPU (450 GB/s)"),
+        ("l40s-pcie-4x", True, 22.05, "PCIe Gen4 x16 (31.5 GB/s), P2P on"),
+        ("l40s-pcie-4x", False, 12.6, "PCIe Gen4 x16 (31.5 GB/s), P2P off"),
+    ],
+)
+def test_expectation_follows_the_topology(fixture: str, p2p, expected: float, source: str) -> None:
+    gpus, topology = topology_case(fixture, p2p)
+    exp = expect.allreduce_expectation(gpus, topology)
+    assert exp.value == pytest.approx(expected)
+    assert exp.source.startswith(source)
+
+
+def test_nvlink_bridge_pair_uses_its_links() -> None:
+    gpus, topology = topology_case("h100-sxm-8x")
+    pair = copy.deepcopy(gpus[:2])
+    for gpu in pair:
+        gpu["nvlinks"] = gpu["nvlinks"][:4]
+    exp = expect.allreduce_expectation(pair, topology)
+    assert exp.value == pytest.approx(100 * 0.78)
+
+
+@pytest.mark.parametrize("busbw,status", [(370.0, "pass"), (280.0, "pass"), (200.0, "fail")])
+def test_nvswitch_node_judged_at_the_dcgm_floor(busbw: float, status: str) -> None:
+    gpus, topology = topology_case("h100-sxm-8x")
+    result = allreduce.judge(measured(busbw), 8, "cuda", expect.allreduce_expectation(gpus, topology), 0.75, {})
+    assert result.status.value == status
+    if status == "fail":
+        assert "below >= 263.2 GB/s" in result.summary
+        assert "nvidia-smi topo -m" in result.remediation.commands
+
+
+def test_one_rank_and_unknown_topology_are_not_judged() -> None:
+    one = allreduce.judge(measured(1.0), 1, "cuda", None, 0.75, {})
+    assert one.status.value == "pass" and "one rank" in one.summary
+    unknown = allreduce.judge(measured(1.0), 2, "cuda", None, 0.75, {})
+    assert unknown.status.value == "warn" and "no expectation" in unknown.summary
+
+
+def test_configured_floor_overrides_the_table() -> None:
+    exp = expect.pick(None, expect.from_setting(400 / 0.75, "min_busbw_gbps"))
+    result = allreduce.judge(measured(390.0), 8, "cuda", exp, 0.75, {})
+    assert result.status.value == "fail" and "config min_busbw_gbps" in result.summary

@@ -1,0 +1,160 @@
+"""The reference DDP run, for real on CPU with gloo and 2 ranks: correctness checks pass, and fail when a
+rank's gradients or parameters are corrupted on purpose (a DDP comm hook and a parameter nudge, not mocks);
+crashes and hangs name the rank; torchrun runs it on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import gpudoctor
+from gpudoctor.checks import ddp
+
+from gpudoctor.launch import Fault, free_port, launch
+
+SETTINGS = {"min_loss_drop": 0.1, "grad_tolerance": 0.0, "floor": 0.75, "min_scaling": 0.85}
+FAST = {**ddp.resolve({}, "cpu", False), "steps": 8, "warmup": 2}
+
+
+def run(fault: Fault | None = None, timeout: float = 120) -> tuple[object, dict]:
+    outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", FAST, timeout, fault)
+    return outcome, {
+        r.label: r for r in ddp.judge(outcome.data, None, FAST, "cpu", None, SETTINGS)
+    } if outcome.status == "ok" else {}
+
+
+def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
+    proc = gpudoctor("check", "--only", "ddp", "--json")
+    checks = {c["check_id"] + ":" + (c["aspect"] or ""): c for c in json.loads(proc.stdout)["checks"]}
+    assert set(checks) == {
+        f"ddp.train:{a}"
+        for a in ("loss-falls", "params-identical", "gradient-matches", "finite", "throughput", "scaling")
+    }
+    assert all(c["status"] == "pass" for c in checks.values()), checks
+    assert "resnet18, batch 8/rank, 64 px, fp32, 12 steps" in checks["ddp.train:loss-falls"]["summary"]
+    metrics = {m["name"] for m in checks["ddp.train:throughput"]["metrics"]}
+    assert {
+        "images_per_s",
+        "images_per_s_per_gpu",
+        "step_ms_median",
+        "step_ms_iqr",
+        "peak_mib_rank0",
+        "peak_mib_rank1",
+    } <= metrics
+    assert proc.returncode == 0
+
+
+def test_corrupted_gradients_fail_the_gradient_check(no_leftovers) -> None:
+    outcome, results = run(Fault(1, "corrupt", "grad"))
+    assert outcome.status == "ok"
+    assert results["ddp.train:gradient-matches"].status.value == "fail"
+    assert "relative error" in results["ddp.train:gradient-matches"].summary
+    assert results["ddp.train:params-identical"].status.value == "pass"
+
+
+def test_a_rank_that_drifts_is_named(no_leftovers) -> None:
+    _, results = run(Fault(1, "corrupt", "params"))
+    result = results["ddp.train:params-identical"]
+    assert result.status.value == "fail" and result.summary.startswith("parameters on rank 1 differ")
+    assert results["ddp.train:gradient-matches"].status.value == "pass"
+
+
+def test_non_finite_values_fail() -> None:
+    good_rank = {"rank": 0, "finite": True}
+    assert ddp._finite([good_rank, {"rank": 1, "finite": False}]).summary.endswith("on rank 1")
+
+
+def test_loss_that_does_not_fall_fails() -> None:
+    assert ddp._loss([2.3] * 8, 0.1, "run").status.value == "fail"
+
+
+def test_crash_mid_run_names_the_rank(no_leftovers) -> None:
+    outcome, _ = run(Fault(1, "crash", "train step 3"))
+    assert outcome.status == "error"
+    assert outcome.message.startswith("rank 1 crashed (SIGSEGV) during 'train step 3'")
+
+
+def test_hang_in_a_collective_times_out_naming_the_rank(no_leftovers) -> None:
+    outcome, _ = run(Fault(1, "hang", "train step 2"), timeout=30)
+    assert outcome.status == "timeout"
+    assert "rank 1 (in 'train step 2') never arrived" in outcome.message
+
+
+def test_out_of_memory_names_a_batch_that_fits() -> None:
+    results = ddp.judge(
+        [
+            {"rank": 0, "oom": True, "requested": 256, "fits": 64},
+            {"rank": 1, "oom": True, "requested": 256, "fits": 128},
+        ],
+        None,
+        {**FAST, "batch_size": 256},
+        "cuda",
+        None,
+        SETTINGS,
+    )
+    assert results[0].summary == "CUDA out of memory at batch 256 per GPU; batch 64 fits"
+    assert "batch_size = 64" in results[0].remediation.commands[0]
+
+
+def test_reference_figures_name_their_source() -> None:
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB"}] * 8
+    p = ddp.resolve({}, "cuda", False)
+    exp = ddp.reference_figure(gpus, p, 8)
+    assert exp.value == pytest.approx(16621 / 8)
+    assert "DeepLearningExamples" in exp.source
+    assert ddp.reference_figure([{"name": "NVIDIA H100 80GB HBM3"}], p, 1) is None
+
+
+def test_gpu_defaults_are_resnet50_bf16() -> None:
+    p = ddp.resolve({}, "cuda", True)
+    assert (p["model"], p["batch_size"], p["image_size"], p["precision"], p["steps"]) == (
+        "resnet50",
+        128,
+        224,
+        "bf16",
+        300,
+    )
+    assert ddp.resolve({"batch_size": 32, "steps": 10}, "cuda", True)["steps"] == 10
+
+
+def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "gpudoctor.checks.ddp",
+            "--steps",
+            "6",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    results = json.loads(out)
+    assert {r["aspect"]: r["status"] for r in results} == {
+        "loss-falls": "pass",
+        "params-identical": "pass",
+        "gradient-matches": "pass",
+        "finite": "pass",
+        "throughput": "pass",
+    }

@@ -1,0 +1,177 @@
+"""Workloads that hang, crash or exit mid-way become timeout/error rows, the other checks still run, and no
+process they started is left afterwards (checked with psutil). Plugins load from a directory, an environment
+variable and an entry point; a broken one is an error row naming it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import GPUDOCTOR, SNAPSHOTS, alive, gpudoctor
+
+HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
+
+SITE_CHECKS = '''
+import os, signal, subprocess, sys, time
+from gpudoctor.model import Result, Status
+from gpudoctor.registry import check
+from gpudoctor.runner import isolated_failure
+
+def _record(payload, *pids):
+    with open(payload["pidfile"], "a") as f:
+        f.write("".join(f"{p}\\n" for p in pids))
+
+def hang(payload):
+    """Starts a grandchild that escapes into a session of its own, then hangs."""
+    child = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
+    _record(payload, os.getpid(), child.pid)
+    time.sleep(600)
+
+def segfault(payload):
+    _record(payload, os.getpid())
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def exit_midway(payload):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    _record(payload, os.getpid(), child.pid)
+    os._exit(7)
+
+def _run(ctx, name):
+    outcome = ctx.run_isolated(f"{__file__}:{name}", {"pidfile": os.environ["PIDFILE"]})
+    return isolated_failure(ctx.spec.id, outcome) if outcome.kind != "ok" else Result(ctx.spec.id, Status.PASS, "ok")
+
+@check("site.hang", "hangs", level="standard", needs=("live",), timeout_s=3)
+def hang_check(ctx):
+    """A workload that never ends."""
+    return _run(ctx, "hang")
+
+@check("site.segfault", "segfaults", level="standard", needs=("live",))
+def segfault_check(ctx):
+    """A workload that segfaults."""
+    return _run(ctx, "segfault")
+
+@check("site.exit", "exits", level="standard", needs=("live",))
+def exit_check(ctx):
+    """A workload that exits mid-way, leaving a child."""
+    return _run(ctx, "exit_midway")
+
+@check("site.after", "runs first: quick checks come before workloads")
+def after_check(ctx):
+    """Proves the run goes on."""
+    return Result("site.after", Status.PASS, "still running")
+'''
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "local_checks.py").write_text(textwrap.dedent(SITE_CHECKS))
+    return folder
+
+
+def recorded(pidfile: Path) -> list[int]:
+    return [int(line) for line in pidfile.read_text().split()] if pidfile.exists() else []
+
+
+def test_hang_crash_and_exit_become_rows_and_leave_no_process(site: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    started = time.monotonic()
+    proc = gpudoctor("check", "--checks-dir", str(site), "--only", "site", "--json", env={"PIDFILE": str(pidfile)})
+    elapsed = time.monotonic() - started
+    by_id = {c["check_id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert by_id["site.hang"]["status"] == "timeout"
+    assert "did not finish within its 3 s limit" in by_id["site.hang"]["summary"]
+    assert by_id["site.segfault"]["status"] == "error" and "SIGSEGV" in by_id["site.segfault"]["summary"]
+    assert by_id["site.exit"]["status"] == "error" and "exited with code 7" in by_id["site.exit"]["summary"]
+    assert by_id["site.after"]["status"] == "pass"
+    assert proc.returncode == 1
+    assert elapsed < 30
+    pids = recorded(pidfile)
+    assert len(pids) == 5
+    assert alive(pids) == []
+
+
+def test_checks_dir_from_environment_and_listing(site: Path) -> None:
+    out = gpudoctor("list", env={"GPUDOCTOR_CHECKS_DIR": str(site), "COLUMNS": "300"}).stdout
+    line = next(line for line in out.splitlines() if line.startswith("site.hang"))
+    assert "standard" in line and f"dir {site / 'local_checks.py'}" in line
+
+
+def test_broken_site_module_is_an_error_row(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "oops.py").write_text("import nonexistent_module_xyz\n")
+    proc = gpudoctor("check", "--from", HEALTHY, "--checks-dir", str(folder), "--json")
+    rows = [c for c in json.loads(proc.stdout)["checks"] if c["check_id"] == "plugins.load"]
+    assert rows and rows[0]["status"] == "error"
+    assert "oops.py" in rows[0]["summary"] and "nonexistent_module_xyz" in rows[0]["summary"]
+    assert proc.returncode == 1
+
+
+def test_entry_point_plugins_load_and_broken_ones_are_named(tmp_path: Path) -> None:
+    (tmp_path / "goodplugin.py").write_text(
+        textwrap.dedent('''
+        from gpudoctor.model import Result, Status
+        from gpudoctor.registry import check
+
+        @check("vendor.thing", "A vendor check")
+        def thing(ctx):
+            """Reads the facts like any check."""
+            return Result("vendor.thing", Status.PASS, f"{len(ctx.nvml['gpus'])} GPUs seen")
+    ''')
+    )
+    dist = tmp_path / "vendorplugins-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vendorplugins\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[gpudoctor.checks]\ngood = goodplugin\nbad = missingplugin\n")
+    proc = gpudoctor("check", "--from", HEALTHY, "--json", env={"PYTHONPATH": str(tmp_path)})
+    checks = {c["check_id"] + (c["aspect"] or ""): c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["vendor.thing"]["summary"] == "8 GPUs seen"
+    broken = [c for key, c in checks.items() if key.startswith("plugins.load")]
+    assert len(broken) == 1 and "plugin bad (missingplugin)" in broken[0]["summary"]
+    listing = gpudoctor("list", env={"PYTHONPATH": str(tmp_path), "COLUMNS": "200"}).stdout
+    assert "vendor.thing" in listing and "plugin good (goodplugin)" in listing
+
+
+def test_sigterm_writes_the_report_and_leaves_no_process(site: Path, tmp_path: Path) -> None:
+    pidfile, report = tmp_path / "pids", tmp_path / "report.json"
+    config = tmp_path / "c.toml"
+    config.write_text("[checks.site.hang]\ntimeout = 120\n")
+    proc = subprocess.Popen(
+        [
+            GPUDOCTOR,
+            "check",
+            "--checks-dir",
+            str(site),
+            "--only",
+            "site.after",
+            "site.hang",
+            "--config",
+            str(config),
+            "-o",
+            str(report),
+        ],
+        env={**__import__("os").environ, "PIDFILE": str(pidfile)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(recorded(pidfile)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    document = json.loads(report.read_text())
+    assert document["interrupted"] is True
+    by_id = {c["check_id"]: c for c in document["checks"]}
+    assert by_id["site.after"]["status"] == "pass"
+    assert by_id["site.hang"]["status"] == "skip" and "interrupted" in by_id["site.hang"]["summary"]
+    assert "interrupted" in out
+    assert alive(recorded(pidfile)) == []
