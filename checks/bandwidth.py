@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
+from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
@@ -85,12 +85,12 @@ def judge_host_device(
         metrics += [metric, d2h_metric]
         text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
         if not m["verified"]:
-            rows.append(_row(gpu, Status.FAIL, "data copied to the GPU and back differs"))
+            rows.append(gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs"))
         elif Status.FAIL in (status, d2h_status):
-            rows.append(_row(gpu, Status.FAIL, f"{text}, expected {metric.expected} ({metric.expected_source})"))
+            rows.append(gpu_row(gpu, Status.FAIL, f"{text}, expected {metric.expected} ({metric.expected_source})"))
         else:
             rows.append(
-                _row(
+                gpu_row(
                     gpu,
                     Status.PASS if expected else Status.WARN,
                     text if expected else f"{text}; PCIe link unknown, not judged",
@@ -121,12 +121,12 @@ def judge_device_memory(
         status, metric = expect.verdict(f"GPU {m['index']} copy", m["gbps"], "GB/s", expected, floor)
         metrics.append(metric)
         if not m["verified"]:
-            rows.append(_row(gpu, Status.FAIL, "device copy does not match its source"))
+            rows.append(gpu_row(gpu, Status.FAIL, "device copy does not match its source"))
         elif expected is None:
-            rows.append(_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s; no baseline for {gpu.get('name')}"))
+            rows.append(gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s; no baseline for {gpu.get('name')}"))
         else:
             note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
-            rows.append(_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"))
+            rows.append(gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"))
     result = from_rows(
         "bandwidth.device-memory",
         rows,
@@ -138,17 +138,6 @@ def judge_device_memory(
     )
     result.metrics = metrics
     return result
-
-
-def _row(gpu: dict[str, Any], status: Status, text: str) -> Row:
-    return Row(
-        status,
-        text,
-        index=gpu.get("index"),
-        uuid=gpu.get("uuid"),
-        pci_bus_id=gpu.get("pci_bus_id"),
-        name=gpu.get("name"),
-    )
 
 
 def baseline_expectations(ctx: CheckContext, keys: dict[str, str]) -> dict[str, expect.Expectation]:

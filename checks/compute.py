@@ -7,7 +7,7 @@ from typing import Any
 from gpudoctor.checks.bandwidth import baseline_expectations
 
 from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
+from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
@@ -78,16 +78,7 @@ def judge(
                 )
             statuses.append(status if expected else Status.WARN)
         status = Status.FAIL if Status.FAIL in statuses else (Status.WARN if Status.WARN in statuses else Status.PASS)
-        rows.append(
-            Row(
-                status,
-                ", ".join(parts) + " TFLOP/s",
-                index=gpu.get("index"),
-                uuid=gpu.get("uuid"),
-                pci_bus_id=gpu.get("pci_bus_id"),
-                name=gpu.get("name"),
-            )
-        )
+        rows.append(gpu_row(gpu, status, ", ".join(parts) + " TFLOP/s"))
     result = from_rows(
         "compute.gemm",
         rows,

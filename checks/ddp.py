@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     p = resolve({k: v for k, v in vars(args).items() if v}, device, False)
-    ctx = init_rank("nccl" if device == "cuda" else "gloo", 600, p, Fault.from_env())
+    ctx = init_rank("nccl" if device == "cuda" else "gloo", time.time() + 1500, p, Fault.from_env())
     data = worker(ctx)
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, data)

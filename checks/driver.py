@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor.hardware import cuda_version_text
 from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, live_gpus
@@ -55,7 +56,7 @@ INIT_FINDINGS = {
 def judge_nvml(nvml: dict[str, Any]) -> Result:
     status = nvml.get("status")
     if status == "ok":
-        cuda = format_cuda_version(nvml.get("cuda_driver_version"))
+        cuda = cuda_version_text(nvml.get("cuda_driver_version"))
         return Result(
             "driver.nvml",
             Status.PASS,
@@ -70,11 +71,6 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
         ),
     )
     return Result("driver.nvml", Status.FAIL, summary, remediation=remediation)
-
-
-def format_cuda_version(value: int | None) -> str | None:
-    """NVML's 13010 is CUDA 13.1."""
-    return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
 
 
 def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:

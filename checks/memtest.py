@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudoctor.launch import RankContext
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
+from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
@@ -104,32 +104,14 @@ def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
     by_index = {g["index"]: g for g in gpus}
     rows = []
     for m in measured:
-        gpu = by_index.get(m["index"], {})
+        gpu = by_index.get(m["index"], {"index": m["index"]})
         bad = {name: n for name, n in m["bad"].items() if n}
         mib = m["words"] * 4 // 2**20
         if bad:
             text = f"{sum(bad.values())} bad words in {mib} MiB ({', '.join(f'{k}: {v}' for k, v in bad.items())})"
-            rows.append(
-                Row(
-                    Status.FAIL,
-                    text,
-                    index=m["index"],
-                    uuid=gpu.get("uuid"),
-                    pci_bus_id=gpu.get("pci_bus_id"),
-                    name=gpu.get("name"),
-                )
-            )
+            rows.append(gpu_row(gpu, Status.FAIL, text))
         else:
-            rows.append(
-                Row(
-                    Status.PASS,
-                    f"{mib} MiB, {len(m['bad'])} patterns, no bad words",
-                    index=m["index"],
-                    uuid=gpu.get("uuid"),
-                    pci_bus_id=gpu.get("pci_bus_id"),
-                    name=gpu.get("name"),
-                )
-            )
+            rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words"))
     result = from_rows(
         "memory.test",
         rows,

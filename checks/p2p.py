@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Row, Status
+from gpudoctor.model import Metric, Remediation, Result, Status, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
@@ -86,9 +86,7 @@ def judge(
             status, text = Status.FAIL, f"-> GPU {pair['dst']}: NVML reports P2P but CUDA cannot enable it"
         elif status == Status.FAIL:
             text += f" (expected {metric.expected}, {metric.expected_source})"
-        rows.append(
-            Row(status, text, index=pair["src"], uuid=a.get("uuid"), pci_bus_id=a.get("pci_bus_id"), name=a.get("name"))
-        )
+        rows.append(gpu_row({"index": pair["src"], **a}, status, text))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
     failed = [r for r in rows if r.status == Status.FAIL]

@@ -6,7 +6,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from gpudoctor.hardware import cuda_table
+from gpudoctor.hardware import cuda_table, cuda_version_text
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, live_gpus
@@ -91,7 +91,7 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any]) -> Result:
     ]
     if not family_min or not driver:
         return Result("torch.cuda-driver", Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
-    driver_cuda = _driver_cuda(nvml)
+    driver_cuda = cuda_version_text(nvml.get("cuda_driver_version"))
     if _older(driver, family_min):
         return Result(
             "torch.cuda-driver",
@@ -117,11 +117,6 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any]) -> Result:
             ),
         )
     return Result("torch.cuda-driver", Status.PASS, f"driver {driver} supports torch's CUDA {built}", metrics=metrics)
-
-
-def _driver_cuda(nvml: dict[str, Any]) -> str | None:
-    value = nvml.get("cuda_driver_version")
-    return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
 
 
 def _older(found: str, minimum: str) -> bool:

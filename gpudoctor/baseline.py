@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.facts.snapshot import read_json
 from gpudoctor.model import Result
 
 SCHEMA = "gpudoctor.baseline"
@@ -44,12 +45,7 @@ def dumps(baseline: dict[str, Any]) -> str:
 
 
 def load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"baseline {path} is not valid JSON ({exc})") from None
+    data = read_json(path, "baseline", BaselineError)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise BaselineError(f'{path} is not a gpudoctor baseline (no "schema": "{SCHEMA}")')
     if data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("figures"), dict):

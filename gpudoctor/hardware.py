@@ -53,3 +53,8 @@ def nvlink_gbps(gen: int | None, links: int) -> float | None:
 
 def efficiency(name: str) -> float:
     return float(hardware()["efficiency"][name])
+
+
+def cuda_version_text(value: int | None) -> str | None:
+    """NVML's CUDA driver version 13010 is CUDA 13.1."""
+    return None if value is None else f"{value // 1000}.{value % 1000 // 10}"

@@ -294,13 +294,17 @@ def _last_line(workdir: Path, rank: int) -> str:
 
 
 def collective_timeout(deadline: float) -> float:
-    """Half the time left when a rank joins: a peer that never arrives then fails the waiting ranks' collective
-    well before the launch's own limit, so the result names the rank that is missing."""
-    return max(1.0, (deadline - time.time()) * 0.5)
+    """40 % of the time left when a rank joins: a peer that never arrives then fails the waiting ranks'
+    collective well before the launch's own limit, so the result names the rank that is missing."""
+    return max(1.0, (deadline - time.time()) * 0.4)
 
 
-def init_rank(backend: str, collective_timeout_s: float, params: dict[str, Any], fault: Fault | None) -> RankContext:
-    """Join the process group the way torchrun-started code does; usable on its own under torchrun."""
+def init_rank(backend: str, deadline: float, params: dict[str, Any], fault: Fault | None) -> RankContext:
+    """Join the process group the way torchrun-started code does; usable on its own under torchrun.
+
+    `deadline` is the wall-clock time the whole launch must end by; the collective timeout is derived from
+    what is left of it once torch is imported.
+    """
     import torch
     import torch.distributed as dist
 
@@ -312,7 +316,8 @@ def init_rank(backend: str, collective_timeout_s: float, params: dict[str, Any],
         index = local_rank % torch.cuda.device_count()  # several ranks may share a GPU (NCCL >= 2.30)
         torch.cuda.set_device(index)
         ctx.device = torch.device("cuda", index)
-    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=collective_timeout_s))
+    timeout = timedelta(seconds=collective_timeout(deadline))
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
     return ctx
 
 
@@ -325,7 +330,7 @@ def _rank_main(spec_path: str) -> int:
     try:
         if fault and fault.rank == rank and fault.at == "startup":
             _trigger(fault.kind)
-        ctx = init_rank(spec["backend"], collective_timeout(spec["deadline"]), spec["params"], fault)
+        ctx = init_rank(spec["backend"], spec["deadline"], spec["params"], fault)
         data = load_target(spec["worker"])(ctx)
         ctx.phase("shutdown")
         import torch.distributed as dist

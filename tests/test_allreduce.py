@@ -59,13 +59,13 @@ def test_injected_corruption_is_caught(no_leftovers) -> None:
 )
 def test_hung_or_absent_rank_times_out_naming_it(fault: str, words: list[str], no_leftovers) -> None:
     started = time.monotonic()
-    proc = gpudoctor("check", "--only", "allreduce", "--timeout", "12", "--json", env={"GPUDOCTOR_INJECT_FAULT": fault})
+    proc = gpudoctor("check", "--only", "allreduce", "--timeout", "30", "--json", env={"GPUDOCTOR_INJECT_FAULT": fault})
     elapsed = time.monotonic() - started
     result = json.loads(proc.stdout)["checks"][0]
     assert result["status"] == "timeout", result
     for word in words:
         assert word in result["summary"]
-    assert elapsed < 12 + 15
+    assert elapsed < 30 + 15
     assert proc.returncode == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -225,3 +226,15 @@ def test_live_check_without_a_driver_runs_to_the_end() -> None:
     assert by_id["torch.import"]["status"] == "pass"
     assert by_id["torch.torchvision"]["status"] == "pass"
     assert proc.returncode == 1
+
+
+def test_examples_work(tmp_path) -> None:
+    """The example site check and config in examples/ load and judge as documented."""
+    examples = str(Path(__file__).parent.parent / "examples")
+    good = json.loads(gpudoctor("check", "--from", HEALTHY, "--checks-dir", examples, "--only", "site", "--json").stdout)
+    assert good["checks"][0]["summary"] == "every GPU is an H100"
+    bad = gpudoctor("check", "--from", WARNING, "--checks-dir", examples, "--only", "site", "--json")
+    assert json.loads(bad.stdout)["checks"][0]["status"] == "fail" and bad.returncode == 1
+    config = gpudoctor("check", "--from", HEALTHY, "--config", f"{examples}/gpudoctor.toml", "--json")
+    assert config.returncode == 0
+    assert json.loads(config.stdout)["level"] == "standard"

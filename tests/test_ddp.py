@@ -79,7 +79,7 @@ def test_crash_mid_run_names_the_rank(no_leftovers) -> None:
 
 
 def test_hang_in_a_collective_times_out_naming_the_rank(no_leftovers) -> None:
-    outcome, _ = run(Fault(1, "hang", "train step 2"), timeout=30)
+    outcome, _ = run(Fault(1, "hang", "train step 2"), timeout=45)
     assert outcome.status == "timeout"
     assert "rank 1 (in 'train step 2') never arrived" in outcome.message
 

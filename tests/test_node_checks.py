@@ -210,3 +210,45 @@ def test_fixtures_are_current(tmp_path) -> None:
     make_snapshots.write(tmp_path)
     for path in SNAPSHOTS.glob("*.json"):
         assert (tmp_path / path.name).read_text() == path.read_text(), f"{path.name}: run make_snapshots.py"
+
+
+def test_bogus_socket_interfaces_found_live_and_gloo_really_fails() -> None:
+    """Real environment: the live gather reads the variables, and gloo itself cannot start with them."""
+    import json
+
+    from conftest import gpudoctor
+
+    env = {"NCCL_SOCKET_IFNAME": "bogus0", "GLOO_SOCKET_IFNAME": "bogus0"}
+    proc = gpudoctor("check", "--only", "system.nccl-env", "allreduce", "--timeout", "60", "--json", env=env)
+    by_id = {c["check_id"]: c for c in json.loads(proc.stdout)["checks"]}
+    finding = by_id["system.nccl-env"]
+    assert finding["status"] == "fail"
+    assert "NCCL_SOCKET_IFNAME='bogus0' matches no interface" in finding["summary"]
+    assert "GLOO_SOCKET_IFNAME='bogus0' names an interface that does not exist" in finding["summary"]
+    assert by_id["allreduce.bandwidth"]["status"] == "error"
+    assert "bogus0" in by_id["allreduce.bandwidth"]["summary"]
+
+
+def test_kernel_log_unreadable_for_a_non_root_user(tmp_path, monkeypatch) -> None:
+    """Real environment: dmesg run as `nobody` (through setpriv) where the kernel restricts it."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from gpudoctor.checks.health import judge_xid
+
+    from gpudoctor.facts.system import read_kernel_log
+
+    setpriv, dmesg = shutil.which("setpriv"), shutil.which("dmesg")
+    restricted = Path("/proc/sys/kernel/dmesg_restrict")
+    if os.geteuid() != 0 or not setpriv or not dmesg or restricted.read_text().strip() != "1":
+        pytest.skip("needs root, setpriv and kernel.dmesg_restrict=1 to run dmesg as an unprivileged user")
+    wrapper = tmp_path / "dmesg"
+    wrapper.write_text(f'#!/bin/sh\nexec {setpriv} --reuid=65534 --regid=65534 --clear-groups {dmesg} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    log = read_kernel_log()
+    assert log["readable"] is False
+    assert log["reason"].startswith("dmesg: ") and "not permitted" in log["reason"]
+    result = judge_xid(log, load_snapshot("h100-sxm-8x")["nvml"]["gpus"])
+    assert result.status.value == "skip" and "not permitted" in result.summary

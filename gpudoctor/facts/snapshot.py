@@ -69,13 +69,18 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def load(path: Path) -> dict[str, Any]:
+def read_json(path: Path, what: str, error: type[Exception]) -> Any:
+    """A JSON file's content, or `error` with one line naming the file and what is wrong with it."""
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except OSError as exc:
-        raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror}") from None
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"snapshot {path} is not valid JSON ({exc})") from None
+        raise error(f"{what} {path} is not valid JSON ({exc})") from None
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = read_json(path, "snapshot", SnapshotError)
     validate(data, str(path))
     return data
 
