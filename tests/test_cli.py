@@ -231,7 +231,8 @@ def test_live_check_without_a_driver_runs_to_the_end() -> None:
 def test_examples_work(tmp_path) -> None:
     """The example site check and config in examples/ load and judge as documented."""
     examples = str(Path(__file__).parent.parent / "examples")
-    good = json.loads(gpudoctor("check", "--from", HEALTHY, "--checks-dir", examples, "--only", "site", "--json").stdout)
+    good = gpudoctor("check", "--from", HEALTHY, "--checks-dir", examples, "--only", "site", "--json")
+    good = json.loads(good.stdout)
     assert good["checks"][0]["summary"] == "every GPU is an H100"
     bad = gpudoctor("check", "--from", WARNING, "--checks-dir", examples, "--only", "site", "--json")
     assert json.loads(bad.stdout)["checks"][0]["status"] == "fail" and bad.returncode == 1
