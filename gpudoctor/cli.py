@@ -103,7 +103,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
     return value
 
@@ -167,6 +167,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
     args.level, args.only, args.skip, args.from_file, args.baseline = "standard", [], [], None, None
     args.strict, args.json, args.output, args.verbose = None, False, None, False
+    _require_writable(args.file)
     plan = _plan(args)
     run = _execute(plan, show_progress=True)
     saved = baseline.from_results(run.results, plan["facts"])
@@ -208,6 +209,7 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         specs = select(discovery.specs, options)
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
+    _require_writable(getattr(args, "output", None))
     facts, source = _facts(args.from_file)
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
     return {
@@ -286,15 +288,21 @@ def _run_and_report(args: argparse.Namespace, plan: dict[str, Any]) -> int:
         "source": plan["source"],
     }
     document = doc.build(run.results, meta, code, run.interrupted)
-    if args.output:
-        _write(Path(args.output), doc.dumps(document))
     if args.json:
         sys.stdout.write(doc.dumps(document))
     else:
         from gpudoctor.report.console import render
 
         render(Console(), document, run.results, args.verbose)
+    if args.output:
+        _write(Path(args.output), doc.dumps(document))
     return code
+
+
+def _require_writable(output: str | None) -> None:
+    """A report path whose folder is missing is found before the checks run, not after."""
+    if output and not Path(output).resolve().parent.is_dir():
+        raise UsageError(f"cannot write {output}: folder {Path(output).resolve().parent} does not exist")
 
 
 def _write(path: Path, text: str) -> None:

@@ -131,6 +131,7 @@ def test_workloads_skip_offline() -> None:
         (["check", "--levle", "quick"], ["unrecognized arguments"]),
         (["check", "--level", "fast"], ["invalid choice"]),
         (["check", "--timeout", "-3"], ["must be more than 0"]),
+        (["check", "--timeout", "nan"], ["must be more than 0"]),
         (["check", "--expect-gpus", "eight"], ["not a whole number"]),
         (["check", "--only", "allreduse"], ["allreduce"]),
         (["check", "--skip", "health.ecd"], ["health.ecc"]),
@@ -194,6 +195,7 @@ def test_missing_files_are_one_line_errors(tmp_path) -> None:
     one_line_error(
         gpudoctor("check", "--from", HEALTHY, "--baseline", str(tmp_path / "nope.json")), "cannot read baseline"
     )
+    one_line_error(gpudoctor("check", "--from", HEALTHY, "-o", str(tmp_path / "no" / "r.json")), "does not exist")
 
 
 def test_bogus_fault_injection_variable_is_one_line_error() -> None:
