@@ -2,7 +2,7 @@
 
 Both time the same sizes on the same world size and backend (NCCL where torch sees GPUs, gloo otherwise),
 median of per-iteration times after warm-up; the ratio is gpudoctor busbw / raw busbw (goal >= 0.95:
-the tool measures the hardware, not itself). Sizes alternate tool/raw so drift hits both alike.
+the tool measures the hardware, not itself). Runs alternate ABBA so drift and order hit both alike.
 
     python bench/allreduce_overhead.py [--ranks 2] [--rounds 3]
 """
@@ -75,9 +75,12 @@ def main() -> None:
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     sizes = GPU_SIZES if backend == "nccl" else CPU_SIZES
     tool_runs, raw_runs = [], []
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):  # ABBA order: whatever runs second in a pair gains nothing
+        if round_ % 2:
+            raw_runs.append(raw(args.ranks, backend, sizes, args.iters))
         tool_runs.append(tool(args.ranks, backend, sizes, args.iters))
-        raw_runs.append(raw(args.ranks, backend, sizes, args.iters))
+        if not round_ % 2:
+            raw_runs.append(raw(args.ranks, backend, sizes, args.iters))
     factor = bus_factor(args.ranks)
     print(f"{args.ranks} ranks, {backend}, {args.rounds} alternating rounds, median of rounds")
     print(f"{'size':>10} {'gpudoctor busbw':>16} {'raw busbw':>10} {'ratio':>6}")

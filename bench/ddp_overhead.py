@@ -1,5 +1,6 @@
 """The reference DDP run's throughput against a plain hand-written DDP loop of the same model and batch,
-in one run, alternating. Ratio = gpudoctor img/s / plain img/s (goal >= 0.95: the checks add no drag).
+in one run, alternating ABBA so that neither side always runs first.
+Ratio = gpudoctor img/s / plain img/s (goal >= 0.95: the checks add no drag).
 
     python bench/ddp_overhead.py [--ranks 2] [--rounds 3] [--steps 12]
 """
@@ -78,9 +79,12 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     p = ddp.resolve({"steps": args.steps}, device, False)
     mine, theirs = [], []
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):  # ABBA order: whatever runs second in a pair gains nothing
+        if round_ % 2:
+            theirs.append(plain(args.ranks, p))
         mine.append(tool(args.ranks, p))
-        theirs.append(plain(args.ranks, p))
+        if not round_ % 2:
+            theirs.append(plain(args.ranks, p))
     print(f"{args.ranks} ranks, {ddp.describe(p, device)}, {args.rounds} alternating rounds")
     print(
         f"gpudoctor reference run  {statistics.median(mine):8.1f} img/s per rank  (rounds: "
