@@ -7,7 +7,7 @@ from typing import Any
 from gpudoctor import expect
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
 
 
 def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
@@ -75,10 +75,8 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 def judge_host_device(
     measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
 ) -> Result:
-    by_index = {g["index"]: g for g in gpus}
     rows, metrics = [], []
-    for m in measured:
-        gpu = by_index.get(m["index"], {"index": m["index"]})
+    for m, gpu in with_facts(measured, gpus):
         expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
         status, metric = expect.verdict(f"GPU {m['index']} h2d", m["h2d_gbps"], "GB/s", expected, floor)
         d2h_status, d2h_metric = expect.verdict(f"GPU {m['index']} d2h", m["d2h_gbps"], "GB/s", expected, floor)
@@ -113,10 +111,8 @@ def judge_host_device(
 def judge_device_memory(
     measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
 ) -> Result:
-    by_index = {g["index"]: g for g in gpus}
     rows, metrics = [], []
-    for m in measured:
-        gpu = by_index.get(m["index"], {"index": m["index"]})
+    for m, gpu in with_facts(measured, gpus):
         expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", 1.0, "hbm_copy"))
         status, metric = expect.verdict(f"GPU {m['index']} copy", m["gbps"], "GB/s", expected, floor)
         metrics.append(metric)
@@ -163,13 +159,7 @@ SETTINGS = {"bytes": 256 * 2**20, "floor": 0.75, "baseline_tolerance": 0.9, "war
 )
 def host_device(ctx: CheckContext) -> Result:
     """Pinned host-to-device and device-to-host bandwidth per GPU, against its PCIe generation and width."""
-    outcome = ctx.run_isolated("gpudoctor.checks.bandwidth:measure_host_device", _params(ctx))
-    if outcome.kind != "ok":
-        return isolated_failure("bandwidth.host-device", outcome)
-    baseline = baseline_expectations(ctx, {"h2d": "bandwidth.host-device:h2d"})
-    result = judge_host_device(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
-    result.metrics.append(Metric("h2d", min(g["h2d_gbps"] for g in outcome.data["gpus"]), "GB/s", baseline=True))
-    return result
+    return _measure_and_judge(ctx, "measure_host_device", judge_host_device, "h2d", "h2d_gbps")
 
 
 @check(
@@ -182,12 +172,18 @@ def host_device(ctx: CheckContext) -> Result:
 )
 def device_memory(ctx: CheckContext) -> Result:
     """A large device-to-device copy per GPU (bytes read plus written) against the GPU's specification."""
-    outcome = ctx.run_isolated("gpudoctor.checks.bandwidth:measure_device_memory", _params(ctx))
+    return _measure_and_judge(ctx, "measure_device_memory", judge_device_memory, "copy", "gbps")
+
+
+def _measure_and_judge(ctx: CheckContext, measure: str, judge: Any, figure: str, field: str) -> Result:
+    """Measure in an isolated process, judge against a baseline or the hardware, keep the slowest GPU's
+    figure as this node's baseline metric."""
+    outcome = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{measure}", _params(ctx))
     if outcome.kind != "ok":
-        return isolated_failure("bandwidth.device-memory", outcome)
-    baseline = baseline_expectations(ctx, {"copy": "bandwidth.device-memory:copy"})
-    result = judge_device_memory(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
-    result.metrics.append(Metric("copy", min(g["gbps"] for g in outcome.data["gpus"]), "GB/s", baseline=True))
+        return isolated_failure(ctx.spec.id, outcome)
+    baseline = baseline_expectations(ctx, {figure: f"{ctx.spec.id}:{figure}"})
+    result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
+    result.metrics.append(Metric(figure, min(g[field] for g in outcome.data["gpus"]), "GB/s", baseline=True))
     return result
 
 

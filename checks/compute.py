@@ -9,7 +9,7 @@ from gpudoctor.checks.bandwidth import baseline_expectations
 from gpudoctor import expect
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
 
 TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3}
 
@@ -56,10 +56,8 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
 def judge(
     measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
 ) -> Result:
-    by_index = {g["index"]: g for g in gpus}
     rows, metrics = [], []
-    for m in measured:
-        gpu = by_index.get(m["index"], {"index": m["index"]})
+    for m, gpu in with_facts(measured, gpus):
         parts, statuses = [], []
         for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
             figure = m[precision]

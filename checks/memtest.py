@@ -12,7 +12,7 @@ from typing import Any
 from gpudoctor.launch import RankContext
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
 
 CHUNK_WORDS = 64 * 2**20  # 256 MiB of int32 per pattern chunk
 
@@ -101,10 +101,8 @@ def worker(ctx: RankContext) -> dict[str, Any]:
 
 
 def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
-    by_index = {g["index"]: g for g in gpus}
     rows = []
-    for m in measured:
-        gpu = by_index.get(m["index"], {"index": m["index"]})
+    for m, gpu in with_facts(measured, gpus):
         bad = {name: n for name, n in m["bad"].items() if n}
         mib = m["words"] * 4 // 2**20
         if bad:

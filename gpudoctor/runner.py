@@ -113,6 +113,14 @@ def live_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [g for g in facts["nvml"].get("gpus", []) if not g.get("lost")]
 
 
+def with_facts(
+    measured: list[dict[str, Any]], gpus: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each per-GPU measurement paired with that GPU's facts (just its index when NVML did not see it)."""
+    by_index = {g["index"]: g for g in gpus}
+    return [(m, by_index.get(m["index"], {"index": m["index"]})) for m in measured]
+
+
 def select(specs: list[CheckSpec], options: Options) -> list[CheckSpec]:
     """Level filter (or --only, which runs what it names at any level), then --skip; quick checks first."""
     for pattern in [*options.only, *options.skip]:
