@@ -101,16 +101,23 @@ def throttle_row(gpu: dict[str, Any]) -> Row:
 
 
 def temperature_row(gpu: dict[str, Any], margin_c: int) -> Row:
+    """Against the slowdown threshold where NVML gives one (GeForce, older GPUs), else against the
+    T.Limit margin that data-centre GPUs report instead (degrees left before the thermal limit)."""
     temp, slowdown = gpu.get("temperature_c"), gpu.get("temperature_slowdown_c")
+    margin = gpu.get("temperature_margin_c")
     if temp is None:
         return gpu_row(gpu, Status.SKIP, "temperature not available")
-    if slowdown is None:
-        return gpu_row(gpu, Status.PASS, f"{temp} C")
-    if temp >= slowdown:
-        return gpu_row(gpu, Status.FAIL, f"{temp} C, at or over the {slowdown} C slowdown threshold")
-    if temp >= slowdown - margin_c:
-        return gpu_row(gpu, Status.WARN, f"{temp} C, within {margin_c} C of the {slowdown} C slowdown threshold")
-    return gpu_row(gpu, Status.PASS, f"{temp} C (slowdown at {slowdown} C)")
+    if slowdown is not None:
+        margin, limit = slowdown - temp, f"the {slowdown} C slowdown threshold"
+    else:
+        limit = "its thermal limit (T.Limit)"
+    if margin is None:
+        return gpu_row(gpu, Status.PASS, f"{temp} C (no thermal limit reported)")
+    if margin <= 0:
+        return gpu_row(gpu, Status.FAIL, f"{temp} C, at or over {limit}")
+    if margin < margin_c:
+        return gpu_row(gpu, Status.WARN, f"{temp} C, {margin} C below {limit}")
+    return gpu_row(gpu, Status.PASS, f"{temp} C, {margin} C below {limit}")
 
 
 def power_row(gpu: dict[str, Any], min_fraction: float) -> Row:

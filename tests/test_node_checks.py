@@ -96,6 +96,18 @@ FAULTS = {
     "fault-row-remap-failed": ("health.row-remap", "fail", "GPU 4: row remapping failed", "nvidia-smi -i 4 -r"),
     "fault-hw-slowdown": ("health.throttle", "fail", "GPU 2: HW slowdown, HW thermal slowdown active", "PERFORMANCE"),
     "fault-sw-thermal": ("health.throttle", "warn", "GPU 2: SW thermal slowdown active", "TEMPERATURE"),
+    "fault-hot-gpu": (
+        "health.temperature",
+        "warn",
+        "GPU 6: 41 C, 3 C below its thermal limit (T.Limit)",
+        "TEMPERATURE",
+    ),
+    "fault-over-thermal-limit": (
+        "health.temperature",
+        "fail",
+        "GPU 6: 41 C, at or over its thermal limit",
+        "TEMPERATURE",
+    ),
     "fault-power-capped": (
         "health.power",
         "warn",
@@ -156,7 +168,7 @@ def test_consumer_card_skips_what_it_lacks_and_judges_idle_pcie_correctly() -> N
     assert results["health.row-remap"].status.value == "skip"
     assert results["health.pcie"].status.value == "pass"
     assert "Gen1 now: links train down at idle" in results["health.pcie"].rows[0].summary
-    assert results["health.temperature"].rows[0].summary == "40 C (slowdown at 97 C)"
+    assert results["health.temperature"].rows[0].summary == "40 C, 57 C below the 97 C slowdown threshold"
     assert results["driver.gpu-modes"].status.value == "warn"
 
 

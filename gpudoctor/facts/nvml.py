@@ -218,6 +218,7 @@ class Gateway:
             "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
             "temperature_slowdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 1),
             "temperature_shutdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 0),
+            "temperature_margin_c": self.q("nvmlDeviceGetMarginTemperature", d),
             "power_limit_w": self.q("nvmlDeviceGetEnforcedPowerLimit", d, convert=_milli),
             "power_default_limit_w": self.q("nvmlDeviceGetPowerManagementDefaultLimit", d, convert=_milli),
             "pcie": self._pcie(d),
