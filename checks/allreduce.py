@@ -192,11 +192,7 @@ def allreduce(ctx: CheckContext) -> Result:
     if outcome.status != "ok":
         return launch_failure("allreduce.bandwidth", outcome)
     rows = combine(outcome.data, ctx.world_size)
-    baseline = expect.from_baseline(
-        ctx.baseline_for("allreduce.bandwidth:busbw"),
-        ctx.settings["baseline_tolerance"],
-        (ctx.options.baseline or {}).get("path", ""),
-    )
+    baseline = ctx.baseline("busbw")
     expected = (
         baseline
         if ctx.device != "cuda"

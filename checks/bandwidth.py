@@ -73,7 +73,10 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge_host_device(
-    measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
+    measured: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    floor: float,
+    baseline: dict[str, expect.Expectation | None],
 ) -> Result:
     rows, metrics = [], []
     for m, gpu in with_facts(measured, gpus):
@@ -109,7 +112,10 @@ def judge_host_device(
 
 
 def judge_device_memory(
-    measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
+    measured: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    floor: float,
+    baseline: dict[str, expect.Expectation | None],
 ) -> Result:
     rows, metrics = [], []
     for m, gpu in with_facts(measured, gpus):
@@ -134,16 +140,6 @@ def judge_device_memory(
     )
     result.metrics = metrics
     return result
-
-
-def baseline_expectations(ctx: CheckContext, keys: dict[str, str]) -> dict[str, expect.Expectation]:
-    path = (ctx.options.baseline or {}).get("path", "")
-    found = {}
-    for short, key in keys.items():
-        exp = expect.from_baseline(ctx.baseline_for(key), ctx.settings["baseline_tolerance"], path)
-        if exp:
-            found[short] = exp
-    return found
 
 
 SETTINGS = {"bytes": 256 * 2**20, "floor": 0.75, "baseline_tolerance": 0.9, "warmup": 3, "iters": 10}
@@ -181,7 +177,7 @@ def _measure_and_judge(ctx: CheckContext, measure: str, judge: Any, figure: str,
     outcome = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{measure}", _params(ctx))
     if outcome.kind != "ok":
         return isolated_failure(ctx.spec.id, outcome)
-    baseline = baseline_expectations(ctx, {figure: f"{ctx.spec.id}:{figure}"})
+    baseline = {figure: ctx.baseline(figure)}
     result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
     result.metrics.append(Metric(figure, min(g[field] for g in outcome.data["gpus"]), "GB/s", baseline=True))
     return result

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.checks.bandwidth import baseline_expectations
-
 from gpudoctor import expect
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
@@ -54,7 +52,10 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge(
-    measured: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float, baseline: dict[str, expect.Expectation]
+    measured: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    floor: float,
+    baseline: dict[str, expect.Expectation | None],
 ) -> Result:
     rows, metrics = [], []
     for m, gpu in with_facts(measured, gpus):
@@ -106,7 +107,7 @@ def gemm(ctx: CheckContext) -> Result:
     outcome = ctx.run_isolated("gpudoctor.checks.compute:measure", params)
     if outcome.kind != "ok":
         return isolated_failure("compute.gemm", outcome)
-    baseline = baseline_expectations(ctx, {"bf16": "compute.gemm:bf16", "tf32": "compute.gemm:tf32"})
+    baseline = {precision: ctx.baseline(precision) for precision in ("bf16", "tf32")}
     result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
     for precision in ("bf16", "tf32"):
         result.metrics.append(

@@ -32,6 +32,21 @@ DEFAULTS = {
     "cuda": {"model": "resnet50", "batch_size": 128, "image_size": 224, "precision": "bf16", "steps": 60},
     "cpu": {"model": "resnet18", "batch_size": 8, "image_size": 64, "precision": "fp32", "steps": 12},
 }
+# The check's settings (config keys); empty values mean the device's defaults above.
+SETTINGS = {
+    "model": "",
+    "batch_size": 0,
+    "image_size": 0,
+    "precision": "",
+    "steps": 0,
+    "cpu_ranks": 2,
+    "min_loss_drop": 0.1,
+    "grad_tolerance": 0.0,
+    "floor": 0.75,
+    "min_scaling": 0.85,
+    "baseline_tolerance": 0.9,
+    "scaling": True,
+}
 GRAD_TOLERANCE = {("cpu", "fp32"): 1e-4, ("cuda", "fp32"): 1e-2, ("cuda", "bf16"): 6e-2, ("cuda", "fp16"): 6e-2}
 
 
@@ -471,20 +486,7 @@ def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) 
     level="standard",
     needs=("torch", "live"),
     timeout_s=300,
-    settings={
-        "model": "",
-        "batch_size": 0,
-        "image_size": 0,
-        "precision": "",
-        "steps": 0,
-        "cpu_ranks": 2,
-        "min_loss_drop": 0.1,
-        "grad_tolerance": 0.0,
-        "floor": 0.75,
-        "min_scaling": 0.85,
-        "baseline_tolerance": 0.9,
-        "scaling": True,
-    },
+    settings=SETTINGS,
 )
 def ddp_train(ctx: CheckContext) -> list[Result]:
     """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput."""
@@ -497,11 +499,7 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
         alone = ctx.launch("gpudoctor.checks.ddp:worker", p, world_size=1)
         single = alone.data if alone.status == "ok" else None
     expected = expect.pick(
-        expect.from_baseline(
-            ctx.baseline_for("ddp.train:images_per_s_per_gpu"),
-            ctx.settings["baseline_tolerance"],
-            (ctx.options.baseline or {}).get("path", ""),
-        ),
+        ctx.baseline("images_per_s_per_gpu"),
         reference_figure(live_gpus(ctx.facts), p, ctx.world_size) if ctx.device == "cuda" else None,
     )
     return judge(outcome.data, single, p, ctx.device, expected, ctx.settings)
@@ -525,8 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, data)
     if ctx.rank == 0:
-        settings = {"min_loss_drop": 0.1, "grad_tolerance": 0.0, "floor": 0.75, "min_scaling": 0.85}
-        results = judge(gathered, None, p, device, None, settings)
+        results = judge(gathered, None, p, device, None, SETTINGS)
         json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
         print()
     dist.destroy_process_group()

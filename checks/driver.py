@@ -9,7 +9,7 @@ from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows,
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, live_gpus
 
-FABRIC_NOT_SUPPORTED, FABRIC_NOT_STARTED, FABRIC_IN_PROGRESS, FABRIC_COMPLETED = 0, 1, 2, 3
+FABRIC_NOT_SUPPORTED, FABRIC_NOT_STARTED, FABRIC_IN_PROGRESS = 0, 1, 2  # nvmlGpuFabricState
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 INIT_FINDINGS = {

@@ -11,16 +11,6 @@ from gpudoctor.model import Metric, Remediation, Result, Status, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
-P2P_STATUS = {
-    0: "OK",
-    1: "chipset not supported",
-    2: "GPU not supported",
-    3: "IOH topology not supported",
-    4: "disabled by regkey",
-    5: "not supported",
-    6: "unknown",
-}
-
 
 def measure(params: dict[str, Any]) -> dict[str, Any]:
     """In the isolated child: for each ordered GPU pair, peer access, copy bandwidth, latency, verification."""

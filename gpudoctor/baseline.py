@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
-from gpudoctor.facts.snapshot import read_json
+from gpudoctor.files import read_json
 from gpudoctor.model import Result
 
 SCHEMA = "gpudoctor.baseline"

@@ -145,15 +145,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    import json
-
     from gpudoctor.facts import snapshot
 
-    facts = snapshot.gather()
+    _require_writable(args.output)
+    text = snapshot.dumps(snapshot.gather())
     if args.output:
-        _write(Path(args.output), json.dumps(facts, indent=1, sort_keys=True) + "\n")
+        _write(Path(args.output), text)
     else:
-        sys.stdout.write(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+        sys.stdout.write(text)
     return 0
 
 
@@ -306,7 +305,7 @@ def _require_writable(output: str | None) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    from gpudoctor.facts.snapshot import write_atomic
+    from gpudoctor.files import write_atomic
 
     try:
         write_atomic(path, text)

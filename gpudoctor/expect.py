@@ -47,11 +47,6 @@ def from_setting(value: float, name: str) -> Expectation | None:
     return Expectation(value, f"config {name}") if value else None
 
 
-def from_baseline(value: float | None, tolerance: float, path: str) -> Expectation | None:
-    """A saved known-good figure; a run passes at `tolerance` x it (SuperBench/DCGM style)."""
-    return Expectation(value, f"baseline {path}", floor=tolerance) if value else None
-
-
 def active_nvlinks(gpu: dict[str, Any]) -> int:
     return sum(1 for link in gpu.get("nvlinks") or [] if link["active"])
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import psutil
 
+from gpudoctor.files import write_json_atomic
+
 WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
 KILL_GRACE_S = 2.0
 REFRESH_S = 0.5  # how often the tree is walked for new descendants; cheap enough for a 2-core box
@@ -177,12 +179,6 @@ def progress(name: str, phase: str) -> None:
 def read_progress(workdir: Path) -> dict[str, str]:
     folder = workdir / "progress"
     return {p.name: p.read_text() for p in sorted(folder.glob("*")) if p.suffix != ".tmp"} if folder.is_dir() else {}
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
 
 
 def load_target(target: str) -> Any:

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.files import write_json_atomic
 from gpudoctor.isolate import (
     WORKDIR_ENV,
     Outcome,
@@ -27,7 +28,6 @@ from gpudoctor.isolate import (
     progress,
     read_progress,
     run_isolated,
-    write_json_atomic,
 )
 
 FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.expect import Expectation
 from gpudoctor.isolate import Outcome, run_isolated
 from gpudoctor.launch import Fault, LaunchResult, launch
 from gpudoctor.model import Remediation, Result, Status
@@ -71,10 +72,12 @@ class CheckContext:
             return int(self.torch.get("device_count") or 0)
         return int(self.settings.get("cpu_ranks", DEFAULT_CPU_RANKS))
 
-    def baseline_for(self, key: str) -> float | None:
-        figures = (self.options.baseline or {}).get("figures", {})
-        value = figures.get(key)
-        return float(value) if isinstance(value, (int, float)) else None
+    def baseline(self, figure: str) -> Expectation | None:
+        """This check's `figure` from the saved baseline, passing at its `baseline_tolerance`, or None."""
+        saved = self.options.baseline or {}
+        value = saved.get("figures", {}).get(f"{self.spec.id}:{figure}")
+        tolerance = self.settings.get("baseline_tolerance", 0.9)
+        return Expectation(float(value), f"baseline {saved['path']}", floor=tolerance) if value else None
 
     def launch(self, worker: str, params: dict[str, Any], world_size: int | None = None) -> LaunchResult:
         """One rank per GPU (or `cpu_ranks` gloo ranks on CPU) running `worker(ctx)`, under this check's timeout."""

@@ -7,14 +7,13 @@ and system facts are gathered here.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.files import read_json
 
 SCHEMA = "gpudoctor.snapshot"
 SCHEMA_VERSION = 1
@@ -52,31 +51,8 @@ def gather() -> dict[str, Any]:
     }
 
 
-def save(snapshot: dict[str, Any], path: Path) -> None:
-    write_atomic(path, json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside the target and rename, so a reader never sees half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_json(path: Path, what: str, error: type[Exception]) -> Any:
-    """A JSON file's content, or `error` with one line naming the file and what is wrong with it."""
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{what} {path} is not valid JSON ({exc})") from None
+def dumps(snapshot: dict[str, Any]) -> str:
+    return json.dumps(snapshot, indent=1, sort_keys=True) + "\n"
 
 
 def load(path: Path) -> dict[str, Any]:
