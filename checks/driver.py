@@ -228,7 +228,9 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
         problems.append((Status.FAIL, "infoROM is corrupted", "inforom"))
     mode = gpu.get("compute_mode")
     if mode == 2:
-        problems.append((Status.FAIL, "compute mode Prohibited: no process may use this GPU", "compute"))
+        # Warn: admins set Prohibited on purpose to fence a GPU off; if it was meant to train, the workload
+        # checks fail on it.
+        problems.append((Status.WARN, "compute mode Prohibited: no process may use this GPU", "compute"))
     elif mode in (1, 3):
         problems.append((Status.WARN, f"compute mode {COMPUTE_MODES[mode]}: one process at a time", "compute"))
     mig = gpu.get("mig_mode")

@@ -201,16 +201,20 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
             )
         else:
             rows.append(gpu_row(gpu, Status.PASS, "no Xid"))
+    source = kernel_log.get("source") or "dmesg"
     return from_rows(
         "health.xid",
         rows,
-        "no Xid errors in the kernel log",
+        f"no Xid errors in the kernel log (read with {source})",
         Remediation(
             "Critical Xids mean failing hardware or memory: drain the node, reset the GPU, and replace it "
             "if they recur.",
-            ["sudo dmesg -T | grep -i xid", "sudo nvidia-smi -i <GPU> -r"],
+            [XID_COMMANDS.get(source, XID_COMMANDS["dmesg"]), "sudo nvidia-smi -i <GPU> -r"],
         ),
     )
+
+
+XID_COMMANDS = {"dmesg": "sudo dmesg -T | grep -i xid", "journalctl -k": "journalctl -k -b | grep -i xid"}
 
 
 def _same_pci(xid_pci: str, bus_id: str | None) -> bool:

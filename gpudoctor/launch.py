@@ -149,7 +149,7 @@ def launch(
 def _interpret(outcome: Outcome) -> LaunchResult:
     if outcome.kind == "ok":
         ranks = [RankReport(**r) for r in outcome.data["ranks"]]
-        return _judge_ranks(ranks, outcome.elapsed_s)
+        return judge_ranks(ranks, outcome.elapsed_s)
     if outcome.kind == "timeout":
         return LaunchResult("timeout", _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
     return LaunchResult(
@@ -157,12 +157,12 @@ def _interpret(outcome: Outcome) -> LaunchResult:
     )
 
 
-def _judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
+def judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
     failed = [r for r in ranks if r.exit_code != 0 and not r.stopped_by_launcher]
     if not failed:
         return LaunchResult("ok", f"{len(ranks)} ranks finished", ranks, elapsed)
     first = min(
-        failed, key=lambda r: (r.exit_round or 0, _lost_a_peer(r.error), not r.error.startswith("crashed"), r.rank)
+        failed, key=lambda r: (_lost_a_peer(r.error), r.exit_round or 0, not r.error.startswith("crashed"), r.rank)
     )
     stuck = [r for r in ranks if r.stopped_by_launcher]
     if _is_timeout(first.error) and stuck:
@@ -281,11 +281,20 @@ def _rank_report(
     result_path = workdir / f"rank{rank}.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     report.data = result.get("data")
-    if proc.returncode and proc.returncode < 0:
-        report.error = f"crashed ({signal.Signals(-proc.returncode).name})"
-    elif proc.returncode:
-        report.error = result.get("error") or f"exited with code {proc.returncode}: {_last_line(workdir, rank)}"
+    report.error = _rank_error(proc.returncode, result.get("error", ""), workdir, rank)
     return report
+
+
+def _rank_error(returncode: int | None, recorded: str, workdir: Path, rank: int) -> str:
+    """What went wrong on a rank. An error the rank recorded comes first: a rank that raised "connection
+    reset by peer" and then died of a signal while tearing down (gloo aborts at exit) lost a peer; it did not
+    crash on its own."""
+    if not returncode:
+        return ""
+    signalled = f"crashed ({signal.Signals(-returncode).name})" if returncode < 0 else ""
+    if recorded:
+        return f"{recorded} (then {signalled} at exit)" if signalled else recorded
+    return signalled or f"exited with code {returncode}: {_last_line(workdir, rank)}"
 
 
 def _last_line(workdir: Path, rank: int) -> str:

@@ -12,7 +12,7 @@ from conftest import gpudoctor, load_snapshot
 from gpudoctor.checks import allreduce
 
 from gpudoctor import expect
-from gpudoctor.launch import Fault, launch
+from gpudoctor.launch import Fault, RankReport, judge_ranks, launch
 from gpudoctor.runner import live_gpus
 
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
@@ -80,6 +80,21 @@ def test_crashing_rank_is_an_error_naming_it(no_leftovers) -> None:
     result = json.loads(proc.stdout)["checks"][0]
     assert result["status"] == "error"
     assert "rank 1 crashed (SIGSEGV) during 'all_reduce 256 KiB verify'" in result["summary"]
+
+
+PEER_RESET = "raised RuntimeError: [pair.cc:545] Read error [127.0.0.1]:7062: Connection reset by peer."
+
+
+@pytest.mark.parametrize("peer_round", [1, 2])
+def test_the_rank_that_crashed_is_named_not_the_one_that_lost_it(peer_round: int) -> None:
+    """Seen on gloo: rank 0 raises "connection reset by peer" and then aborts at exit; rank 1 is the cause,
+    whichever poll round each was first seen gone in."""
+    ranks = [
+        RankReport(0, -6, None, f"{PEER_RESET} (then crashed (SIGABRT) at exit)", "all_reduce", exit_round=peer_round),
+        RankReport(1, -11, None, "crashed (SIGSEGV)", "all_reduce", exit_round=2),
+    ]
+    result = judge_ranks(ranks, 1.0)
+    assert (result.status, result.message) == ("error", "rank 1 crashed (SIGSEGV) during 'all_reduce'")
 
 
 def test_check_runs_on_cpu_and_says_why_it_is_not_judged(tmp_path) -> None:

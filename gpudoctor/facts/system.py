@@ -144,16 +144,40 @@ def _infiniband(root: Path) -> list[dict[str, Any]]:
     return ports
 
 
+# This boot's kernel log, first reader that works. Where kernel.dmesg_restrict stops dmesg, members of the
+# adm or systemd-journal groups can still read the kernel messages through the journal.
+KERNEL_LOG_READERS = (
+    ("dmesg", ["dmesg", "--notime"]),
+    ("journalctl -k", ["journalctl", "-k", "-b", "-q", "--no-pager", "-o", "cat"]),
+)
+
+
 def read_kernel_log() -> dict[str, Any]:
     """Xid lines from the kernel log; unreadable without privilege on many systems, which is said."""
+    reasons = []
+    for name, argv in KERNEL_LOG_READERS:
+        text, reason = _read_with(name, argv)
+        if reason is None:
+            return {"readable": True, "reason": None, "source": name, "xids": parse_xids(text)}
+        reasons.append(reason)
+    return {"readable": False, "reason": "; ".join(reasons), "source": None, "xids": []}
+
+
+def _read_with(name: str, argv: list[str]) -> tuple[str, str | None]:
+    """The reader's output, or why it gave none. An empty log counts as unreadable: a running kernel always
+    has messages, and journalctl prints nothing (exit 0) to a user who may not read the system journal."""
     try:
-        proc = subprocess.run(["dmesg", "--notime"], capture_output=True, text=True, timeout=10)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except FileNotFoundError:
+        return "", f"{name}: not installed"
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"readable": False, "reason": f"dmesg could not run: {exc}", "xids": []}
+        return "", f"{name} could not run: {exc}"
     if proc.returncode != 0:
         reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
-        return {"readable": False, "reason": f"dmesg: {reason}", "xids": []}
-    return {"readable": True, "reason": None, "xids": parse_xids(proc.stdout)}
+        return "", f"{name}: {reason}"
+    if not proc.stdout.strip():
+        return "", f"{name}: no kernel messages visible (no journal, or no permission to read it)"
+    return proc.stdout, None
 
 
 def parse_xids(text: str) -> list[dict[str, Any]]:
