@@ -252,30 +252,68 @@ def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
     ]
     if not with_fabric:
         return Result("driver.fabric", Status.SKIP, "no NVSwitch fabric on this node")
-    rows = []
-    for gpu in with_fabric:
-        state, code = gpu["fabric"]["state"], gpu["fabric"]["status"]
-        if state == FABRIC_NOT_STARTED:
-            rows.append(gpu_row(gpu, Status.FAIL, "fabric not started: CUDA init fails (error 802)"))
-        elif state == FABRIC_IN_PROGRESS:
-            rows.append(gpu_row(gpu, Status.WARN, "fabric registration still in progress"))
-        elif code:
-            rows.append(gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {code})"))
-        else:
-            rows.append(gpu_row(gpu, Status.PASS, "fabric registered"))
+    rows = [_fabric_row(gpu) for gpu in with_fabric]
     return from_rows(
         "driver.fabric",
         rows,
         f"{len(rows)} GPUs registered with the NVSwitch fabric",
         Remediation(
-            "On NVSwitch systems the fabric manager must run (same version as the driver) before CUDA can initialise.",
+            "On NVSwitch systems the fabric manager must run (same version as the driver) before CUDA can "
+            "initialise; a degraded or unhealthy fabric route cuts NVLink bandwidth or hangs collectives, so "
+            "read the fabric manager's log and drain the node if it persists.",
             [
                 "sudo systemctl enable --now nvidia-fabricmanager",
-                "systemctl status nvidia-fabricmanager",
-                "nvidia-smi -q | grep -A3 -i fabric",
+                "journalctl -u nvidia-fabricmanager -b | tail -50",
+                "nvidia-smi -q -i <GPU> | grep -A12 -i fabric",
             ],
         ),
     )
+
+
+def _fabric_row(gpu: dict[str, Any]) -> Row:
+    fabric = gpu["fabric"]
+    if fabric["state"] == FABRIC_NOT_STARTED:
+        return gpu_row(gpu, Status.FAIL, "fabric not started: CUDA init fails (error 802)")
+    if fabric["state"] == FABRIC_IN_PROGRESS:
+        return gpu_row(gpu, Status.WARN, "fabric registration still in progress")
+    if fabric["status"]:
+        return gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {fabric['status']})")
+    problems = fabric_health_problems(fabric.get("health_mask"), fabric.get("health_summary"))
+    if not problems:
+        return gpu_row(gpu, Status.PASS, "fabric registered")
+    return gpu_row(gpu, worst([s for s, _ in problems]), "fabric " + "; ".join(text for _, text in problems))
+
+
+# nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*: two-bit fields where 1 means TRUE, at these shifts.
+FABRIC_HEALTH_FLAGS = (
+    (0, Status.WARN, "NVLink bandwidth degraded"),
+    (2, Status.WARN, "route recovery in progress"),
+    (4, Status.FAIL, "route unhealthy"),
+    (6, Status.WARN, "access timeout recovery in progress"),
+)
+# The four-bit incorrect-configuration field at shift 8 (0 not supported, 1 none).
+FABRIC_MISCONFIGURATION = {
+    2: "incorrect SysGUID",
+    3: "incorrect chassis serial number",
+    4: "no partition",
+    5: "insufficient NVLinks",
+    6: "incompatible GPU firmware",
+    7: "invalid location",
+    8: "GPU state invalid",
+}
+FABRIC_SUMMARY = {2: (Status.FAIL, "health unhealthy"), 3: (Status.WARN, "at limited capacity")}
+
+
+def fabric_health_problems(mask: int | None, summary: int | None) -> list[tuple[Status, str]]:
+    """What the driver's fabric health report says is wrong; empty where all is well or it reports nothing
+    (drivers before the versioned fabric struct, GPUs without a fabric manager: all fields "not supported")."""
+    problems = [FABRIC_SUMMARY[summary]] if summary in FABRIC_SUMMARY else []
+    if mask:
+        problems += [(status, text) for shift, status, text in FABRIC_HEALTH_FLAGS if (mask >> shift) & 0x3 == 1]
+        misconfigured = FABRIC_MISCONFIGURATION.get((mask >> 8) & 0xF)
+        if misconfigured:
+            problems.append((Status.FAIL, f"incorrect configuration: {misconfigured}"))
+    return problems
 
 
 def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str, Any]]) -> Result:

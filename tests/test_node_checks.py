@@ -33,6 +33,18 @@ FAULTS = {
     ),
     "fault-inforom-corrupt": ("driver.gpu-modes", "fail", "GPU 6: infoROM is corrupted", "nvidia-smi -q -i 6"),
     "fault-fabric-not-started": ("driver.fabric", "fail", "fabric not started", "nvidia-fabricmanager"),
+    "fault-fabric-degraded": (
+        "driver.fabric",
+        "warn",
+        "GPU 3: fabric at limited capacity; NVLink bandwidth degraded",
+        "nvidia-smi -q -i 3 | grep -A12 -i fabric",
+    ),
+    "fault-fabric-route-unhealthy": (
+        "driver.fabric",
+        "fail",
+        "GPU 5: fabric health unhealthy; route unhealthy",
+        "journalctl -u nvidia-fabricmanager",
+    ),
     "fault-other-process": ("driver.processes", "warn", "pid 4242 (python ZOMBIE) holds 30720 MiB", "kill"),
     "fault-cuda-visible-subset": (
         "driver.gpu-count",
@@ -160,6 +172,35 @@ def test_healthy_nvlink_node_passes_everything_that_applies(fixture: str) -> Non
     assert {r.status.value for r in results.values()} <= {"pass", "skip"}
     assert results["health.nvlink"].summary == "every NVLink up with few errors"
     assert results["driver.fabric"].status.value == "pass"
+
+
+@pytest.mark.parametrize(
+    ("mask", "summary", "problems"),
+    [
+        (0, 0, []),
+        (426, 1, []),
+        (426 - 2 + 1, 0, [("warn", "NVLink bandwidth degraded")]),
+        (426 - 128 + 64, 3, [("warn", "at limited capacity"), ("warn", "access timeout recovery in progress")]),
+        (
+            426 - 256 + 5 * 256,
+            2,
+            [("fail", "health unhealthy"), ("fail", "incorrect configuration: insufficient NVLinks")],
+        ),
+        (None, None, []),
+    ],
+)
+def test_fabric_health_mask_is_decoded(mask, summary, problems) -> None:
+    from gpudoctor.checks.driver import fabric_health_problems
+
+    assert [(s.value, text) for s, text in fabric_health_problems(mask, summary)] == problems
+
+
+def test_driver_without_the_versioned_fabric_struct_still_reports_registration() -> None:
+    """Drivers older than the versioned call (FunctionNotFound) answer the original struct: state only."""
+    snap = load_snapshot("fault-fabric-route-unhealthy")
+    snap["nvml_calls"] = {k: v for k, v in snap["nvml_calls"].items() if "FabricInfoV" not in k}
+    fabric = replay_nvml(snap)["gpus"][5]["fabric"]
+    assert fabric == {"state": 3, "status": 0, "health_mask": None, "health_summary": None}
 
 
 def test_consumer_card_skips_what_it_lacks_and_judges_idle_pcie_correctly() -> None:

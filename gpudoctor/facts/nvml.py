@@ -61,7 +61,12 @@ def call_key(name: str, args: tuple[Any, ...]) -> str:
 class LiveNvml:
     """Calls the real NVML through pynvml, recording every answer for the snapshot."""
 
-    OUT_STRUCTS: ClassVar[dict[str, str]] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
+    # Calls that fill a struct passed last: the struct's pynvml name, and for a versioned struct the name of
+    # its version constant; "{}" is the version asked for, passed here as the call's last argument.
+    OUT_STRUCTS: ClassVar[dict[str, tuple[str, str | None]]] = {
+        "nvmlDeviceGetGpuFabricInfo": ("c_nvmlGpuFabricInfo_t", None),
+        "nvmlDeviceGetGpuFabricInfoV": ("c_nvmlGpuFabricInfo_v{}_t", "nvmlGpuFabricInfo_v{}"),
+    }
 
     def __init__(self) -> None:
         import pynvml
@@ -73,9 +78,9 @@ class LiveNvml:
     def call(self, name: str, *args: Any) -> Any:
         key = call_key(name, args)
         real_args = [self._handle(a) if isinstance(a, Dev) else a for a in args]
-        if name in self.OUT_STRUCTS:
-            real_args.append(getattr(self.lib, self.OUT_STRUCTS[name])())
         try:
+            if name in self.OUT_STRUCTS:
+                real_args.append(self._out_struct(name, real_args))
             answer = getattr(self.lib, name)(*real_args)
             if name in self.OUT_STRUCTS:
                 answer = real_args[-1]
@@ -88,6 +93,15 @@ class LiveNvml:
         value = to_jsonable(answer)
         self.recording[key] = value
         return value
+
+    def _out_struct(self, name: str, real_args: list[Any]) -> Any:
+        struct_name, version_name = self.OUT_STRUCTS[name]
+        if version_name is None:
+            return getattr(self.lib, struct_name)()
+        version = real_args.pop()
+        struct = getattr(self.lib, struct_name.format(version))()
+        struct.version = getattr(self.lib, version_name.format(version))
+        return struct
 
     def _handle(self, index: int) -> Any:
         if index not in self.handles:
@@ -176,10 +190,25 @@ class Gateway:
             "compute_mode": self.q("nvmlDeviceGetComputeMode", d),
             "mig_mode": {"current": bool(mig[0]), "pending": bool(mig[1])} if mig else None,
             "inforom_valid": self._inforom_valid(d),
-            "fabric": self.q(
-                "nvmlDeviceGetGpuFabricInfo", d, convert=lambda f: {"state": f["state"], "status": f["status"]}
-            ),
+            "fabric": self._fabric(d),
             "processes": self._processes(d),
+        }
+
+    def _fabric(self, d: Dev) -> dict[str, Any] | None:
+        """NVSwitch fabric registration, and its health where the driver reports it: the versioned struct
+        (v3 adds a health summary to v2's health mask), else the original one with state and status only."""
+        info = (
+            self.q("nvmlDeviceGetGpuFabricInfoV", d, 3)
+            or self.q("nvmlDeviceGetGpuFabricInfoV", d, 2)
+            or self.q("nvmlDeviceGetGpuFabricInfo", d)
+        )
+        if info is None:
+            return None
+        return {
+            "state": info["state"],
+            "status": info["status"],
+            "health_mask": info.get("healthMask"),
+            "health_summary": info.get("healthSummary"),
         }
 
     def _inforom_valid(self, d: Dev) -> bool | None:
