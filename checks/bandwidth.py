@@ -97,7 +97,7 @@ def judge_host_device(
                     text if expected else f"{text}; PCIe link unknown, not judged",
                 )
             )
-    result = from_rows(
+    return from_rows(
         "bandwidth.host-device",
         rows,
         f"{len(rows)} GPUs at the PCIe link's speed",
@@ -106,9 +106,8 @@ def judge_host_device(
             "memory.",
             ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'", "nvidia-smi topo -m"],
         ),
+        metrics,
     )
-    result.metrics = metrics
-    return result
 
 
 def judge_device_memory(
@@ -119,7 +118,7 @@ def judge_device_memory(
 ) -> Result:
     rows, metrics = [], []
     for m, gpu in with_facts(measured, gpus):
-        expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", 1.0, "hbm_copy"))
+        expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
         status, metric = expect.verdict(f"GPU {m['index']} copy", m["gbps"], "GB/s", expected, floor)
         metrics.append(metric)
         if not m["verified"]:
@@ -129,7 +128,7 @@ def judge_device_memory(
         else:
             note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
             rows.append(gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"))
-    result = from_rows(
+    return from_rows(
         "bandwidth.device-memory",
         rows,
         f"{len(rows)} GPUs at their memory bandwidth",
@@ -137,9 +136,8 @@ def judge_device_memory(
             "Low device memory bandwidth with no throttling points at a degraded GPU; compare with its peers.",
             ["nvidia-smi -q -d PERFORMANCE,CLOCK -i <GPU>"],
         ),
+        metrics,
     )
-    result.metrics = metrics
-    return result
 
 
 SETTINGS = {"bytes": 256 * 2**20, "floor": 0.75, "baseline_tolerance": 0.9, "warmup": 3, "iters": 10}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
+from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row, worst
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
 
@@ -62,12 +63,12 @@ def judge(
         parts, statuses = [], []
         for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
             figure = m[precision]
-            expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, 1.0, "gemm"))
+            expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, "gemm"))
             status, metric = expect.verdict(
                 f"GPU {m['index']} {precision}", figure["tflops"], "TFLOP/s", expected, floor
             )
             metrics.append(metric)
-            if figure["rel_error"] > TOLERANCE[precision] or figure["rel_error"] != figure["rel_error"]:
+            if figure["rel_error"] > TOLERANCE[precision] or math.isnan(figure["rel_error"]):
                 status = Status.FAIL
                 parts.append(f"{precision} WRONG RESULTS (relative error {figure['rel_error']:.2g})")
             else:
@@ -76,9 +77,8 @@ def judge(
                     + ("" if status == Status.PASS else f" (expected {metric.expected})")
                 )
             statuses.append(status if expected else Status.WARN)
-        status = Status.FAIL if Status.FAIL in statuses else (Status.WARN if Status.WARN in statuses else Status.PASS)
-        rows.append(gpu_row(gpu, status, ", ".join(parts) + " TFLOP/s"))
-    result = from_rows(
+        rows.append(gpu_row(gpu, worst(statuses), ", ".join(parts) + " TFLOP/s"))
+    return from_rows(
         "compute.gemm",
         rows,
         f"{len(rows)} GPUs at their matrix throughput",
@@ -87,9 +87,8 @@ def judge(
             "wrong results mean a failing GPU.",
             ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER -i <GPU>"],
         ),
+        metrics,
     )
-    result.metrics = metrics
-    return result
 
 
 @check(

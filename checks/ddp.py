@@ -161,7 +161,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from gpudoctor.measure import checksum
+    from gpudoctor.measure import checksum, mark, seconds_between
 
     p = dict(ctx.params)
     gen = torch.Generator(device=ctx.device).manual_seed(SEED)
@@ -179,10 +179,10 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     pool = [make_batch(step, ctx.rank, p, templates, ctx.device) for step in range(4)]
     losses = torch.zeros(p["steps"], device=ctx.device)
     grad_error = None
-    times = []
+    marks = []
     for step in range(p["steps"]):
         ctx.phase(f"train step {step}")
-        started = _clock(ctx.device)
+        started = mark(ctx.device)
         images, labels = pool[step % len(pool)]
         loss = loss_of(ddp, images, labels, p, ctx.device)
         optimizer.zero_grad(set_to_none=True)
@@ -193,7 +193,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
             initial = None
         optimizer.step()
         losses[step] = loss.detach().float()
-        times.append((started, _clock(ctx.device)))
+        marks.append((started, mark(ctx.device)))
     ctx.phase("gather results")
     if ctx.fault_here("params", "corrupt"):
         with torch.no_grad():
@@ -207,29 +207,10 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "params_checksum": checksum(params),
         "finite": bool(torch.isfinite(params).all()) and bool(torch.isfinite(losses).all()),
         "grad_rel_error": grad_error,
-        "step_s": _elapsed(times, ctx.device)[p["warmup"] :],
+        "step_s": seconds_between(marks, ctx.device)[p["warmup"] :],
         "peak_mib": _peak_mib(ctx.device),
         "batch_size": p["batch_size"],
     }
-
-
-def _clock(device: Any) -> Any:
-    import torch
-
-    if device.type == "cuda":
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-    return time.perf_counter()
-
-
-def _elapsed(times: list[tuple[Any, Any]], device: Any) -> list[float]:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return [start.elapsed_time(end) / 1000.0 for start, end in times]
-    return [end - start for start, end in times]
 
 
 def _peak_mib(device: Any) -> float:
@@ -390,12 +371,9 @@ def _throughput(
     floor: float,
     run: str,
 ) -> Result:
-    step = statistics.median(s for r in ranks for s in r["step_s"])
-    spread = (
-        statistics.quantiles([s for r in ranks for s in r["step_s"]], n=4)
-        if len(ranks[0]["step_s"]) > 1
-        else [step, step, step]
-    )
+    steps = [s for r in ranks for s in r["step_s"]]
+    step = statistics.median(steps)
+    spread = statistics.quantiles(steps, n=4) if len(steps) > 1 else [step, step, step]
     per_gpu = p["batch_size"] / step
     total = per_gpu * len(ranks)
     status, metric = expect.verdict("images_per_s_per_gpu", per_gpu, "img/s", expected, floor)

@@ -110,7 +110,7 @@ def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
             rows.append(gpu_row(gpu, Status.FAIL, text))
         else:
             rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words"))
-    result = from_rows(
+    return from_rows(
         "memory.test",
         rows,
         f"{len(rows)} GPUs: every pattern read back intact",
@@ -119,9 +119,8 @@ def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
             "row remapping and ECC, and replace the GPU if errors recur.",
             ["sudo nvidia-smi -i <GPU> -r", "nvidia-smi -q -d ROW_REMAPPER,ECC -i <GPU>"],
         ),
+        [Metric("bad_words", sum(sum(m["bad"].values()) for m in measured))],
     )
-    result.metrics = [Metric("bad_words", sum(sum(m["bad"].values()) for m in measured))]
-    return result
 
 
 @check(

@@ -113,10 +113,9 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
     return base
 
 
-def model_expectation(gpu: dict[str, Any], key: str, unit_scale: float, kind: str) -> Expectation | None:
+def model_expectation(gpu: dict[str, Any], key: str, kind: str) -> Expectation | None:
+    """The GPU model's datasheet figure `key` (hardware.toml), times what a healthy GPU reaches of it."""
     model = gpu_model(gpu.get("name"))
     if not model or key not in model:
         return None
-    return Expectation(
-        model[key] * unit_scale * efficiency(kind), f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}"
-    )
+    return Expectation(model[key] * efficiency(kind), f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}")

@@ -226,9 +226,7 @@ def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
     procs = [_start_rank(rank, spec_path, base_env, workdir) for rank in range(world)]
     stopped, exited = _wait_fail_fast(procs)
     phases = read_progress(workdir)
-    reports = [_rank_report(r, p, workdir, phases, r in stopped) for r, p in enumerate(procs)]
-    for report in reports:
-        report.exit_round = exited.get(report.rank)
+    reports = [_rank_report(r, p, workdir, phases, r in stopped, exited.get(r)) for r, p in enumerate(procs)]
     return {"ranks": [r.__dict__ for r in reports]}
 
 
@@ -270,13 +268,19 @@ def _wait_fail_fast(procs: list[subprocess.Popen[bytes]]) -> tuple[set[int], dic
 
 
 def _rank_report(
-    rank: int, proc: subprocess.Popen[bytes], workdir: Path, phases: dict[str, str], stopped: bool
+    rank: int,
+    proc: subprocess.Popen[bytes],
+    workdir: Path,
+    phases: dict[str, str],
+    stopped: bool,
+    exit_round: int | None,
 ) -> RankReport:
     report = RankReport(
         rank,
         proc.returncode,
         phase=_split_phase(phases.get(f"rank{rank}", "0|startup"))[1],
         stopped_by_launcher=stopped,
+        exit_round=exit_round,
     )
     result_path = workdir / f"rank{rank}.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else {}

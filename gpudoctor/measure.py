@@ -13,25 +13,41 @@ from typing import Any
 
 def time_repeats(fn: Callable[[], Any], device: Any, warmup: int, iters: int) -> list[float]:
     """Seconds per call of `fn` after `warmup` untimed calls; CUDA events on a GPU, a monotonic clock on CPU."""
-    import torch
-
     for _ in range(warmup):
         fn()
+    sync(device)
+    marks = []
+    for _ in range(iters):
+        start = mark(device)
+        fn()
+        marks.append((start, mark(device)))
+    return seconds_between(marks, device)
+
+
+def mark(device: Any) -> Any:
+    """A point in time on `device`'s stream: a recorded CUDA event on a GPU, the monotonic clock on CPU."""
+    import torch
+
+    if device.type == "cuda":
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def seconds_between(marks: list[tuple[Any, Any]], device: Any) -> list[float]:
+    """Seconds from each start mark to its end mark (waits for the GPU to reach the last one)."""
+    sync(device)
+    if device.type == "cuda":
+        return [start.elapsed_time(end) / 1000.0 for start, end in marks]
+    return [end - start for start, end in marks]
+
+
+def sync(device: Any) -> None:
+    import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for start, end in pairs:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return [start.elapsed_time(end) / 1000.0 for start, end in pairs]
-    times = []
-    for _ in range(iters):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return times
 
 
 def summary(times: list[float]) -> dict[str, float]:

@@ -106,22 +106,29 @@ def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
     )
 
 
-def from_rows(check_id: str, rows: list[Row], ok_summary: str, remediation: Remediation | None = None) -> Result:
+def from_rows(
+    check_id: str,
+    rows: list[Row],
+    ok_summary: str,
+    remediation: Remediation | None = None,
+    metrics: list[Metric] | None = None,
+) -> Result:
     """A result whose status is the worst of its rows; the summary names the GPUs that are not fine, and
     `<GPU>` in the remediation commands becomes their indexes."""
+    metrics = metrics or []
     status = worst([r.status for r in rows], default=Status.SKIP)
     bad = [r for r in rows if r.status not in (Status.PASS, Status.SKIP)]
     if not rows:
-        return Result(check_id, Status.SKIP, "no GPU to judge")
+        return Result(check_id, Status.SKIP, "no GPU to judge", metrics=metrics)
     if not bad:
         missing = [str(r.index) for r in rows if r.status == Status.SKIP]
         if missing and len(missing) < len(rows):
             ok_summary += f" (not available on GPU {', '.join(missing)})"
-        return Result(check_id, status, ok_summary, rows=rows)
+        return Result(check_id, status, ok_summary, rows=rows, metrics=metrics)
     summary = "; ".join(f"GPU {r.index}: {r.summary}" for r in bad[:3])
     if len(bad) > 3:
         summary += f"; and {len(bad) - 3} more GPUs"
     if remediation:
         indexes = ",".join(str(r.index) for r in bad)
         remediation = Remediation(remediation.why, [c.replace("<GPU>", indexes) for c in remediation.commands])
-    return Result(check_id, status, summary, remediation=remediation, rows=rows)
+    return Result(check_id, status, summary, remediation=remediation, rows=rows, metrics=metrics)
