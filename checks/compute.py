@@ -76,7 +76,7 @@ def judge(
                     f"{precision} {figure['tflops']:.0f}"
                     + ("" if status == Status.PASS else f" (expected {metric.expected})")
                 )
-            statuses.append(status if expected else Status.WARN)
+            statuses.append(status if expected or status == Status.FAIL else Status.WARN)
         rows.append(gpu_row(gpu, worst(statuses), ", ".join(parts) + " TFLOP/s"))
     return from_rows(
         "compute.gemm",

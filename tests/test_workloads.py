@@ -85,8 +85,11 @@ def test_gemm_judged_against_the_datasheet() -> None:
 def test_gemm_wrong_results_fail_and_unknown_models_warn() -> None:
     wrong = compute.judge([gemm_row(0, 790, 400, error=float("nan"))], H100, 0.75, {})
     assert wrong.status.value == "fail" and "WRONG RESULTS" in wrong.summary
-    unknown = compute.judge([gemm_row(0, 50, 20)], [{"index": 0, "name": "Some Future GPU"}], 0.75, {})
+    future_gpu = [{"index": 0, "name": "Some Future GPU"}]
+    unknown = compute.judge([gemm_row(0, 50, 20)], future_gpu, 0.75, {})
     assert unknown.status.value == "warn"
+    wrong_on_unknown = compute.judge([gemm_row(0, 50, 20, error=0.5)], future_gpu, 0.75, {})
+    assert wrong_on_unknown.status.value == "fail" and "WRONG RESULTS" in wrong_on_unknown.summary
 
 
 def test_host_device_judged_against_the_pcie_link() -> None:
