@@ -7,7 +7,7 @@ from typing import Any
 from gpudoctor import expect
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
+from gpudoctor.runner import CheckContext, isolated_failure
 
 
 def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
             torch.cuda.synchronize(device)
         results.append(
             {
-                "index": index,
+                "cuda_index": index,
                 "h2d_gbps": params["bytes"] / h2d["median_s"] / 1e9,
                 "d2h_gbps": params["bytes"] / d2h["median_s"] / 1e9,
                 "verified": checksum(host) == checksum(back),
@@ -63,7 +63,7 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
             timing = summary(time_repeats(lambda s=src, d=dst: d.copy_(s), device, params["warmup"], params["iters"]))
             results.append(
                 {
-                    "index": index,
+                    "cuda_index": index,
                     "gbps": 2 * params["bytes"] / timing["median_s"] / 1e9,
                     "verified": checksum(src) == checksum(dst),
                 }
@@ -73,20 +73,23 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge_host_device(
-    measured: list[dict[str, Any]],
-    gpus: list[dict[str, Any]],
+    measured: list[tuple[dict[str, Any], dict[str, Any]]],
     floor: float,
     baseline: dict[str, expect.Expectation | None],
 ) -> Result:
+    """Each GPU's (measurement, facts) pair against its PCIe link."""
     rows, metrics = [], []
-    for m, gpu in with_facts(measured, gpus):
+    for m, gpu in measured:
         expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
-        status, metric = expect.verdict(f"GPU {m['index']} h2d", m["h2d_gbps"], "GB/s", expected, floor)
-        d2h_status, d2h_metric = expect.verdict(f"GPU {m['index']} d2h", m["d2h_gbps"], "GB/s", expected, floor)
+        peak = expect.pcie_peak(gpu)
+        status, metric = expect.verdict(f"GPU {gpu['index']} h2d", m["h2d_gbps"], "GB/s", expected, floor, peak)
+        d2h_status, d2h_metric = expect.verdict(f"GPU {gpu['index']} d2h", m["d2h_gbps"], "GB/s", expected, floor, peak)
         metrics += [metric, d2h_metric]
         text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
         if not m["verified"]:
             rows.append(gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs"))
+        elif any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
+            rows.append(gpu_row(gpu, Status.FAIL, f"{text}: above the {metric.expected_source}"))
         elif Status.FAIL in (status, d2h_status):
             rows.append(gpu_row(gpu, Status.FAIL, f"{text}, expected {metric.expected} ({metric.expected_source})"))
         else:
@@ -111,18 +114,21 @@ def judge_host_device(
 
 
 def judge_device_memory(
-    measured: list[dict[str, Any]],
-    gpus: list[dict[str, Any]],
+    measured: list[tuple[dict[str, Any], dict[str, Any]]],
     floor: float,
     baseline: dict[str, expect.Expectation | None],
 ) -> Result:
+    """Each GPU's (measurement, facts) pair against its datasheet memory bandwidth."""
     rows, metrics = [], []
-    for m, gpu in with_facts(measured, gpus):
+    for m, gpu in measured:
         expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
-        status, metric = expect.verdict(f"GPU {m['index']} copy", m["gbps"], "GB/s", expected, floor)
+        peak = expect.model_peak(gpu, "hbm_gbps")
+        status, metric = expect.verdict(f"GPU {gpu['index']} copy", m["gbps"], "GB/s", expected, floor, peak)
         metrics.append(metric)
         if not m["verified"]:
             rows.append(gpu_row(gpu, Status.FAIL, "device copy does not match its source"))
+        elif expect.measurement_error(m["gbps"], peak):
+            rows.append(gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}"))
         elif expected is None:
             rows.append(gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s; no baseline for {gpu.get('name')}"))
         else:
@@ -176,7 +182,7 @@ def _measure_and_judge(ctx: CheckContext, measure: str, judge: Any, figure: str,
     if outcome.kind != "ok":
         return isolated_failure(ctx.spec.id, outcome)
     baseline = {figure: ctx.baseline(figure)}
-    result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
+    result = judge(ctx.with_gpus(outcome.data["gpus"]), ctx.settings["floor"], baseline)
     result.metrics.append(Metric(figure, min(g[field] for g in outcome.data["gpus"]), "GB/s", baseline=True))
     return result
 

@@ -8,7 +8,7 @@ from typing import Any
 from gpudoctor import expect
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row, worst
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
+from gpudoctor.runner import CheckContext, isolated_failure
 
 TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3}
 
@@ -42,7 +42,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
 
     results = []
     for index in range(torch.cuda.device_count()):
-        row: dict[str, Any] = {"index": index}
+        row: dict[str, Any] = {"cuda_index": index}
         for precision in ("bf16", "tf32"):
             progress("gemm", f"GPU {index} {precision}")
             row[precision] = gemm_on(
@@ -53,24 +53,27 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge(
-    measured: list[dict[str, Any]],
-    gpus: list[dict[str, Any]],
+    measured: list[tuple[dict[str, Any], dict[str, Any]]],
     floor: float,
     baseline: dict[str, expect.Expectation | None],
 ) -> Result:
+    """Each GPU's (measurement, facts) pair: verified first, then against its datasheet."""
     rows, metrics = [], []
-    for m, gpu in with_facts(measured, gpus):
+    for m, gpu in measured:
         parts, statuses = [], []
         for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
             figure = m[precision]
             expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, "gemm"))
+            peak = expect.model_peak(gpu, key)
             status, metric = expect.verdict(
-                f"GPU {m['index']} {precision}", figure["tflops"], "TFLOP/s", expected, floor
+                f"GPU {gpu['index']} {precision}", figure["tflops"], "TFLOP/s", expected, floor, peak
             )
             metrics.append(metric)
             if figure["rel_error"] > TOLERANCE[precision] or math.isnan(figure["rel_error"]):
                 status = Status.FAIL
                 parts.append(f"{precision} WRONG RESULTS (relative error {figure['rel_error']:.2g})")
+            elif expect.measurement_error(figure["tflops"], peak):
+                parts.append(f"{precision} {figure['tflops']:.0f} is above the {peak.value:g} peak: measurement error")
             else:
                 parts.append(
                     f"{precision} {figure['tflops']:.0f}"
@@ -107,7 +110,7 @@ def gemm(ctx: CheckContext) -> Result:
     if outcome.kind != "ok":
         return isolated_failure("compute.gemm", outcome)
     baseline = {precision: ctx.baseline(precision) for precision in ("bf16", "tf32")}
-    result = judge(outcome.data["gpus"], live_gpus(ctx.facts), ctx.settings["floor"], baseline)
+    result = judge(ctx.with_gpus(outcome.data["gpus"]), ctx.settings["floor"], baseline)
     for precision in ("bf16", "tf32"):
         result.metrics.append(
             Metric(precision, min(g[precision]["tflops"] for g in outcome.data["gpus"]), "TFLOP/s", baseline=True)

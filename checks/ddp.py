@@ -113,7 +113,9 @@ def fitting_batch(ctx: RankContext, p: dict[str, Any], templates: Any) -> int:
                 images, labels = make_batch(0, ctx.rank, {**p, "batch_size": batch}, templates, ctx.device)
                 loss_of(model, images, labels, p, ctx.device).backward()
                 break
-            except torch.cuda.OutOfMemoryError:
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
                 batch //= 2
             finally:
                 model.zero_grad(set_to_none=True)
@@ -126,17 +128,39 @@ def fitting_batch(ctx: RankContext, p: dict[str, Any], templates: Any) -> int:
     return int(agreed.item())
 
 
+# What an allocation failure looks like when it does not come as torch.cuda.OutOfMemoryError: cuBLAS and cuDNN
+# report theirs through RuntimeError ("CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)").
+OOM_MARKERS = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+# fp16 loss scaling starts here rather than GradScaler's 2**16, so the first step (the one whose gradient is
+# checked) does not overflow and get skipped; the scaler grows it as training goes.
+FP16_INIT_SCALE = 1024.0
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation, whichever library raised it."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return type(exc).__name__ == "OutOfMemoryError" or any(marker in text for marker in OOM_MARKERS)
+
+
+def grad_scaler(p: dict[str, Any], device: Any) -> Any:
+    """fp16 needs loss scaling or small gradients underflow to zero; bf16 and fp32 do not."""
+    import torch
+
+    return torch.amp.GradScaler(device.type, init_scale=FP16_INIT_SCALE) if p["precision"] == "fp16" else None
+
+
 def reference_gradient_error(
-    initial: Any, ddp_model: Any, ctx: RankContext, p: dict[str, Any], templates: Any
+    initial: Any, ddp_model: Any, ctx: RankContext, p: dict[str, Any], templates: Any, scale: float = 1.0
 ) -> float:
     """Rank 0: the single-process gradient of step 0 (each rank's batch through its own forward, as DDP's
-    per-rank BatchNorm sees it, losses averaged) against DDP's all-reduced gradient."""
+    per-rank BatchNorm sees it, losses averaged) against DDP's all-reduced gradient (unscaled already).
+    Under fp16 the reference backward is scaled by the same loss scale, then unscaled."""
     import torch
 
     for r in range(ctx.world_size):
         images, labels = make_batch(0, r, p, templates, ctx.device)
-        (loss_of(initial, images, labels, p, ctx.device) / ctx.world_size).backward()
-    ref = torch.cat([q.grad.detach().float().flatten() for q in initial.parameters()])
+        (loss_of(initial, images, labels, p, ctx.device) * scale / ctx.world_size).backward()
+    ref = torch.cat([q.grad.detach().float().flatten() for q in initial.parameters()]) / scale
     got = torch.cat([q.grad.detach().float().flatten() for q in ddp_model.module.parameters()])
     return float((got - ref).norm() / ref.norm())
 
@@ -176,6 +200,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     if ctx.fault_here("grad", "corrupt"):
         ddp.register_comm_hook(dist.group.WORLD, corrupting_hook())
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    scaler = grad_scaler(p, ctx.device)
     pool = [make_batch(step, ctx.rank, p, templates, ctx.device) for step in range(4)]
     losses = torch.zeros(p["steps"], device=ctx.device)
     grad_error = None
@@ -186,12 +211,19 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         images, labels = pool[step % len(pool)]
         loss = loss_of(ddp, images, labels, p, ctx.device)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (scaler.scale(loss) if scaler else loss).backward()
         if step == 0 and initial is not None:
-            grad_error = reference_gradient_error(initial, ddp, ctx, p, templates)
+            scale = scaler.get_scale() if scaler else 1.0
+            if scaler:
+                scaler.unscale_(optimizer)
+            grad_error = reference_gradient_error(initial, ddp, ctx, p, templates, scale)
             del initial
             initial = None
-        optimizer.step()
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
         losses[step] = loss.detach().float()
         marks.append((started, mark(ctx.device)))
     ctx.phase("gather results")
@@ -210,6 +242,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "step_s": seconds_between(marks, ctx.device)[p["warmup"] :],
         "peak_mib": _peak_mib(ctx.device),
         "batch_size": p["batch_size"],
+        "loss_scale": scaler.get_scale() if scaler else None,
     }
 
 
@@ -222,7 +255,7 @@ def _peak_mib(device: Any) -> float:
 
 
 def describe(p: dict[str, Any], device: str) -> str:
-    precision = {"bf16": "bf16 autocast", "fp16": "fp16 autocast", "fp32": "fp32"}[p["precision"]]
+    precision = {"bf16": "bf16 autocast", "fp16": "fp16 autocast with loss scaling", "fp32": "fp32"}[p["precision"]]
     return (
         f"{p['model']}, batch {p['batch_size']}/{'GPU' if device == 'cuda' else 'rank'}, {p['image_size']} px, "
         f"{precision}, {p['steps']} steps"
@@ -259,7 +292,7 @@ def judge(
     run = describe(p, device)
     tolerance = settings.get("grad_tolerance") or GRAD_TOLERANCE.get((device, p["precision"]), 6e-2)
     return [
-        _loss(ranks[0]["losses"], settings["min_loss_drop"], run),
+        _loss(ranks[0]["losses"], settings["min_loss_drop"], run, ranks[0].get("loss_scale")),
         _sync(ranks),
         _gradient(ranks[0], tolerance),
         _finite(ranks),
@@ -268,13 +301,15 @@ def judge(
     ]
 
 
-def _loss(losses: list[float], min_drop: float, run: str) -> Result:
+def _loss(losses: list[float], min_drop: float, run: str, loss_scale: float | None = None) -> Result:
     quarter = max(1, len(losses) // 4)
     first, last = statistics.mean(losses[:quarter]), statistics.mean(losses[-quarter:])
     metrics = [
         Metric("loss_first", round(first, 4)),
         Metric("loss_last", round(last, 4), expected=f"<= {first * (1 - min_drop):.4g}"),
     ]
+    if loss_scale is not None:
+        metrics.append(Metric("loss_scale", loss_scale, expected_source="fp16 GradScaler, final scale"))
     if last <= first * (1 - min_drop):
         return Result(
             "ddp.train",

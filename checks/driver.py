@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor.facts.nvml import usable
 from gpudoctor.hardware import cuda_version_text
 from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
 from gpudoctor.registry import check
@@ -115,7 +116,8 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
 def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], expect: int | None) -> Result:
     gpus = nvml.get("gpus", [])
     lost = [g for g in gpus if g.get("lost")]
-    found = len(gpus) - len(lost)
+    hidden = [g for g in gpus if not g.get("lost") and not g.get("accessible", True)]
+    found = len(gpus) - len(lost) - len(hidden)
     metrics = [Metric("gpus_nvml", found, expected=expect, expected_source="--expect-gpus" if expect else None)]
     if lost:
         rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
@@ -136,14 +138,30 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
         return Result(
             "driver.gpu-count",
             Status.FAIL,
-            f"found {found} GPUs, expected {expect}",
+            f"found {found} GPUs, expected {expect}{_hidden_note(hidden)}",
             remediation=Remediation(
-                "A missing GPU is a hardware, BIOS or driver fault.",
+                "A missing GPU is a hardware, BIOS or driver fault; one NVML counts but this process may not "
+                "open is outside its cgroup (the job's allocation) or its /dev/nvidia* permissions.",
                 ["lspci -d 10de: | grep -icE '3d|vga'", "nvidia-smi -L", "sudo dmesg | grep -i nvrm"],
             ),
             metrics=metrics,
+            rows=_hidden_rows(hidden),
         )
-    return _visible_to_torch(nvml, torch, env, found, metrics)
+    result = _visible_to_torch(nvml, torch, env, found, metrics)
+    result.summary += _hidden_note(hidden)
+    result.rows += _hidden_rows(hidden)
+    return result
+
+
+def _hidden_note(hidden: list[dict[str, Any]]) -> str:
+    if not hidden:
+        return ""
+    indexes = ", ".join(str(g["index"]) for g in hidden)
+    return f"; {len(hidden)} more not accessible to this process (index {indexes}: cgroup / permissions)"
+
+
+def _hidden_rows(hidden: list[dict[str, Any]]) -> list[Row]:
+    return [gpu_row(g, Status.SKIP, g.get("error") or "not accessible") for g in hidden]
 
 
 def _visible_to_torch(
@@ -192,7 +210,7 @@ def _visible_to_torch(
 
 
 def _device_order_note(nvml: dict[str, Any], env: dict[str, str]) -> str | None:
-    names = {g.get("name") for g in nvml.get("gpus", []) if not g.get("lost")}
+    names = {g.get("name") for g in nvml.get("gpus", []) if usable(g)}
     if len(names) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
         return f"mixed models ({', '.join(sorted(n or '?' for n in names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID"
     return None
@@ -345,7 +363,11 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
     state = info.get("status")
     name = info.get("name") or "not visible from here"
     note = " ZOMBIE" if state == "zombie" else ""
-    return f"pid {proc['pid']} ({name}{note}) holds {proc['used_mib']} MiB"
+    memory = "an unknown amount of memory" if proc.get("used_mib") is None else f"{proc['used_mib']} MiB"
+    kinds = [k for k in proc.get("kinds", []) if k != "compute"]
+    where = f", MIG instance {proc['mig_instance'][0]}" if proc.get("mig_instance") else ""
+    kind = f" {'/'.join(kinds)}" if kinds else ""
+    return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}"
 
 
 @check("driver.nvml", "NVML loads and the driver answers")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpudoctor.facts.identity import same_pci
 from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, live_gpus
@@ -187,7 +188,7 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
         return Result("health.xid", Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
     rows = []
     for gpu in gpus:
-        xids = [x for x in kernel_log.get("xids", []) if _same_pci(x["pci"], gpu.get("pci_bus_id"))]
+        xids = [x for x in kernel_log.get("xids", []) if same_pci(x["pci"], gpu.get("pci_bus_id"))]
         critical = sorted({x["xid"] for x in xids if x["xid"] in CRITICAL_XIDS})
         if critical:
             rows.append(gpu_row(gpu, Status.FAIL, ", ".join(f"Xid {x} ({CRITICAL_XIDS[x]})" for x in critical)))
@@ -215,19 +216,6 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
 
 
 XID_COMMANDS = {"dmesg": "sudo dmesg -T | grep -i xid", "journalctl -k": "journalctl -k -b | grep -i xid"}
-
-
-def _same_pci(xid_pci: str, bus_id: str | None) -> bool:
-    """Xid lines say 0000:3b:00; NVML says 00000000:3B:00.0: compare domain, bus and device numbers."""
-    return bus_id is not None and pci_address(xid_pci) == pci_address(bus_id)
-
-
-def pci_address(text: str) -> tuple[int, ...]:
-    parts = text.split(".")[0].split(":")
-    try:
-        return tuple(int(p, 16) for p in parts[-3:])
-    except ValueError:
-        return ()
 
 
 @check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})

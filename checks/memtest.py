@@ -12,7 +12,7 @@ from typing import Any
 from gpudoctor.launch import RankContext
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus, with_facts
+from gpudoctor.runner import CheckContext, isolated_failure
 
 CHUNK_WORDS = 64 * 2**20  # 256 MiB of int32 per pattern chunk
 
@@ -85,7 +85,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             params["seed"],
             lambda phase, i=index: progress("memtest", f"GPU {i} {phase}"),
         )
-        results.append({"index": index, **outcome})
+        results.append({"cuda_index": index, **outcome})
     return {"gpus": results}
 
 
@@ -100,9 +100,10 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     return test_device(ctx.device, p["words"], p["walking_bits"], p["seed"], ctx.phase, flip_one_bit)
 
 
-def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
+def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
+    """Each GPU's (measurement, facts) pair: any bad word fails that GPU."""
     rows = []
-    for m, gpu in with_facts(measured, gpus):
+    for m, gpu in measured:
         bad = {name: n for name, n in m["bad"].items() if n}
         mib = m["words"] * 4 // 2**20
         if bad:
@@ -119,7 +120,7 @@ def judge(measured: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> Result:
             "row remapping and ECC, and replace the GPU if errors recur.",
             ["sudo nvidia-smi -i <GPU> -r", "nvidia-smi -q -d ROW_REMAPPER,ECC -i <GPU>"],
         ),
-        [Metric("bad_words", sum(sum(m["bad"].values()) for m in measured))],
+        [Metric("bad_words", sum(sum(m["bad"].values()) for m, _ in measured))],
     )
 
 
@@ -142,4 +143,4 @@ def memtest(ctx: CheckContext) -> Result:
     outcome = ctx.run_isolated("gpudoctor.checks.memtest:measure", params)
     if outcome.kind != "ok":
         return isolated_failure("memory.test", outcome)
-    return judge(outcome.data["gpus"], live_gpus(ctx.facts))
+    return judge(ctx.with_gpus(outcome.data["gpus"]))

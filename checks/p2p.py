@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Status, gpu_row
+from gpudoctor.facts.identity import gpu_for_cuda_index
+from gpudoctor.model import Metric, Remediation, Result, Status, gpu_label, gpu_row
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
 
@@ -60,23 +61,29 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge(
-    pairs: list[dict[str, Any]], gpus: list[dict[str, Any]], nvml_p2p: list[list[int | None]], floor: float
+    pairs: list[dict[str, Any]],
+    devices: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    topology: dict[str, Any],
+    floor: float,
 ) -> Result:
-    by_index = {g["index"]: g for g in gpus}
+    """Each ordered pair of torch devices (`src`, `dst`), judged and reported as the physical GPUs they are."""
     rows, worst_pair = [], None
     for pair in pairs:
-        a, b = by_index.get(pair["src"], {}), by_index.get(pair["dst"], {})
-        nvml_ok = _nvml_status(nvml_p2p, pair["src"], pair["dst"]) == 0
+        a = gpu_for_cuda_index(pair["src"], devices, gpus)
+        b = gpu_for_cuda_index(pair["dst"], devices, gpus)
+        nvml_ok = _nvml_status(topology, a.get("index"), b.get("index")) == 0
         expected = expect.p2p_copy_expectation(a, b, pair["access"])
-        status, metric = expect.verdict("copy", pair["gbps"], "GB/s", expected, floor)
-        text = f"-> GPU {pair['dst']}: {pair['gbps']:.1f} GB/s, {pair['latency_us']:.1f} us"
+        status, metric = expect.verdict("copy", pair["gbps"], "GB/s", expected, floor, expect.p2p_peak(a, b))
+        target = gpu_label(b)
+        text = f"-> {target}: {pair['gbps']:.1f} GB/s, {pair['latency_us']:.1f} us"
         if not pair["verified"]:
-            status, text = Status.FAIL, f"-> GPU {pair['dst']}: copied data differs from the source"
+            status, text = Status.FAIL, f"-> {target}: copied data differs from the source"
         elif nvml_ok and not pair["access"]:
-            status, text = Status.FAIL, f"-> GPU {pair['dst']}: NVML reports P2P but CUDA cannot enable it"
+            status, text = Status.FAIL, f"-> {target}: NVML reports P2P but CUDA cannot enable it"
         elif status == Status.FAIL:
             text += f" (expected {metric.expected}, {metric.expected_source})"
-        rows.append(gpu_row({"index": pair["src"], **a}, status, text))
+        rows.append(gpu_row(a, status, text))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
     failed = [r for r in rows if r.status == Status.FAIL]
@@ -86,7 +93,7 @@ def judge(
         return Result(
             "p2p.access",
             Status.FAIL,
-            f"{len(failed)} of {len(pairs)} GPU pairs fail: GPU {failed[0].index} {failed[0].summary}",
+            f"{len(failed)} of {len(pairs)} GPU pairs fail: {failed[0].where} {failed[0].summary}",
             rows=rows,
             metrics=metrics,
             remediation=Remediation(
@@ -108,11 +115,12 @@ def judge(
     )
 
 
-def _nvml_status(matrix: list[list[int | None]], a: int, b: int) -> int | None:
-    try:
-        return matrix[a][b]
-    except (IndexError, TypeError):
+def _nvml_status(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
+    """NVML's P2P status between two GPUs by their NVML indexes (the matrix is in `indexes` order)."""
+    indexes = topology.get("indexes") or []
+    if a not in indexes or b not in indexes:
         return None
+    return (topology.get("p2p_read") or [])[indexes.index(a)][indexes.index(b)]
 
 
 @check(
@@ -132,7 +140,8 @@ def p2p(ctx: CheckContext) -> Result:
         return isolated_failure("p2p.access", outcome)
     return judge(
         outcome.data["pairs"],
+        ctx.torch.get("devices") or [],
         live_gpus(ctx.facts),
-        ctx.nvml.get("topology", {}).get("p2p_read") or [],
+        ctx.nvml.get("topology", {}),
         ctx.settings["floor"],
     )

@@ -6,6 +6,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from gpudoctor.facts.identity import gpu_for_cuda_index
+from gpudoctor.facts.nvml import usable
 from gpudoctor.hardware import cuda_table, cuda_version_text
 from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
 from gpudoctor.registry import check
@@ -127,7 +129,7 @@ def _older(found: str, minimum: str) -> bool:
 
 
 def judge_cuda_available(torch: dict[str, Any], nvml: dict[str, Any], env: dict[str, str]) -> Result:
-    gpus = [g for g in nvml.get("gpus", []) if not g.get("lost")]
+    gpus = [g for g in nvml.get("gpus", []) if usable(g)]
     if not gpus:
         detail = "" if not torch.get("cuda") else " (a CUDA build, but this machine has no usable NVIDIA GPU)"
         return Result("torch.cuda-available", Status.SKIP, f"NVML sees no GPU{detail}")
@@ -139,6 +141,17 @@ def judge_cuda_available(torch: dict[str, Any], nvml: dict[str, Any], env: dict[
             f"torch {torch.get('version')} is a CPU-only build on a machine with {len(gpus)} NVIDIA GPUs",
             remediation=Remediation(
                 "Install a CUDA build of torch.", [pip_command(wheel_for(nvml.get("driver_version"), caps))]
+            ),
+        )
+    broken = [d for d in torch.get("devices") or [] if d.get("error")]
+    if broken:
+        return Result(
+            "torch.cuda-available",
+            Status.FAIL,
+            "; ".join(f"torch cannot read cuda:{d['index']}: {d['error']}" for d in broken),
+            remediation=Remediation(
+                "A GPU CUDA lists but cannot query is failing or wedged; the kernel log says which.",
+                ["sudo dmesg | grep -iE 'nvrm|xid'", "nvidia-smi -q -d PAGE_RETIREMENT,ROW_REMAPPER"],
             ),
         )
     if torch.get("cuda_available"):
@@ -175,16 +188,12 @@ def _cuda_init_cause(error: str, env: dict[str, str]) -> tuple[str, list[str]]:
 
 
 def device_capabilities(torch: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each GPU with its compute capability, from torch where it can see them, else from NVML."""
-    if torch.get("devices"):
+    """Each GPU with its compute capability: torch's devices where it sees them, each reported as the physical
+    GPU it is (CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER renumber them), else NVML's GPUs."""
+    devices = [d for d in torch.get("devices") or [] if "capability" in d]
+    if devices:
         return [
-            {
-                "index": d["index"],
-                "name": d["name"],
-                "compute_capability": d["capability"],
-                "pci_bus_id": d.get("pci_bus_id"),
-            }
-            for d in torch["devices"]
+            {**gpu_for_cuda_index(d["index"], devices, gpus), "compute_capability": d["capability"]} for d in devices
         ]
     return [g for g in gpus if g.get("compute_capability")]
 

@@ -22,8 +22,36 @@ class Expectation:
     floor: float | None = None
 
 
-def verdict(name: str, value: float, unit: str, expected: Expectation | None, floor: float) -> tuple[Status, Metric]:
-    """Pass at or above `floor` x expected (DCGM judges at 0.75x of a known-good figure), else fail."""
+@dataclass
+class Peak:
+    """The most the hardware can deliver (a datasheet or link figure): a measurement far above it is wrong."""
+
+    value: float
+    source: str
+
+
+PEAK_MARGIN = 1.1  # boost clocks and rounding on datasheets stay within this; a figure above it is a timing error
+
+
+def measurement_error(value: float, peak: Peak | None) -> bool:
+    """True for a figure more than 10% above the hardware's peak: the timing is wrong, not the GPU fast."""
+    return peak is not None and value > peak.value * PEAK_MARGIN
+
+
+def verdict(
+    name: str, value: float, unit: str, expected: Expectation | None, floor: float, peak: Peak | None = None
+) -> tuple[Status, Metric]:
+    """Fail above the peak (a measurement error, never a pass); else pass at or above `floor` x expected (DCGM
+    judges at 0.75x of a known-good figure), else fail."""
+    if peak is not None and measurement_error(value, peak):
+        return Status.FAIL, Metric(
+            name,
+            round(value, 3),
+            unit,
+            expected=f"<= {peak.value * PEAK_MARGIN:.4g}",
+            expected_source=f"measurement error: above {PEAK_MARGIN:g} x the {peak.value:.4g} {unit} peak "
+            f"({peak.source})",
+        )
     if expected is None:
         return Status.PASS, Metric(name, round(value, 3), unit)
     floor = expected.floor or floor
@@ -111,6 +139,30 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
     if base and not p2p_ok:
         return Expectation(base.value * 0.5, base.source + ", staged through host memory (no P2P) x 0.5")
     return base
+
+
+def model_peak(gpu: dict[str, Any], key: str) -> Peak | None:
+    """The GPU model's datasheet figure `key` as a ceiling."""
+    model = gpu_model(gpu.get("name"))
+    if not model or key not in model:
+        return None
+    return Peak(float(model[key]), f"{model['model']} datasheet")
+
+
+def pcie_peak(gpu: dict[str, Any]) -> Peak | None:
+    gen, width = pcie_link(gpu)
+    theory = pcie_gbps(gen, width)
+    return Peak(theory, f"PCIe Gen{gen} x{width}") if theory else None
+
+
+def p2p_peak(a: dict[str, Any], b: dict[str, Any]) -> Peak | None:
+    """The faster of NVLink between the pair and their PCIe links: a copy cannot beat both."""
+    links = min(active_nvlinks(a), active_nvlinks(b))
+    nvlink = nvlink_gbps(nvlink_generation(a), links) if links else None
+    pcie = pcie_peak(a)
+    if nvlink and (pcie is None or nvlink > pcie.value):
+        return Peak(nvlink, f"NVLink x{links}")
+    return pcie
 
 
 def model_expectation(gpu: dict[str, Any], key: str, kind: str) -> Expectation | None:

@@ -110,6 +110,7 @@ class RankReport:
     phase: str = ""
     stopped_by_launcher: bool = False
     exit_round: int | None = None
+    seq: int = 0  # how many phases the rank announced: lower means behind
 
 
 @dataclass
@@ -158,19 +159,45 @@ def _interpret(outcome: Outcome) -> LaunchResult:
 
 
 def judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
+    """What happened, naming the rank that caused it. Ranks that gave up waiting for a peer (gloo raises a
+    timeout; NCCL's watchdog aborts the process with SIGABRT and records nothing) are a consequence: the
+    cause is the rank that never arrived, the one still running or furthest behind."""
     failed = [r for r in ranks if r.exit_code != 0 and not r.stopped_by_launcher]
     if not failed:
         return LaunchResult("ok", f"{len(ranks)} ranks finished", ranks, elapsed)
+    waited = [r for r in failed if _gave_up_waiting(r, ranks)]
+    if len(waited) == len(failed):
+        return _timed_out(waited, ranks, elapsed)
     first = min(
-        failed, key=lambda r: (_lost_a_peer(r.error), r.exit_round or 0, not r.error.startswith("crashed"), r.rank)
+        (r for r in failed if r not in waited),
+        key=lambda r: (_lost_a_peer(r.error), r.exit_round or 0, not r.error.startswith("crashed"), r.rank),
     )
-    stuck = [r for r in ranks if r.stopped_by_launcher]
-    if _is_timeout(first.error) and stuck:
-        names = ", ".join(f"rank {r.rank} (in '{r.phase}')" for r in stuck)
-        return LaunchResult(
-            "timeout", f"{names} never arrived; rank {first.rank} gave up waiting in '{first.phase}'", ranks, elapsed
-        )
     return LaunchResult("error", f"rank {first.rank} {first.error} during '{first.phase}'", ranks, elapsed)
+
+
+def _gave_up_waiting(rank: RankReport, ranks: list[RankReport]) -> bool:
+    """A collective timeout: recorded as one (gloo, NCCL blocking wait), or an abort (NCCL's watchdog) while
+    another rank was still running or behind it."""
+    if _is_timeout(rank.error):
+        return True
+    aborted = rank.error.startswith("crashed (SIGABRT)")
+    return aborted and any(r.stopped_by_launcher or r.seq < rank.seq for r in ranks)
+
+
+def _timed_out(waited: list[RankReport], ranks: list[RankReport], elapsed: float) -> LaunchResult:
+    """Every failed rank gave up waiting: name the ranks still running, else those behind the rest."""
+    running = [r for r in ranks if r not in waited and r.exit_code != 0]
+    lowest = min((r.seq for r in running), default=None)
+    behind = [r for r in running if r.seq == lowest] or [r for r in waited if r.seq < max(w.seq for w in waited)]
+    waiting = [r for r in waited if r not in behind]
+    where = waiting[0].phase
+    if not behind:
+        return LaunchResult(
+            "timeout", f"all ranks timed out in '{where}': the collective never completed", ranks, elapsed
+        )
+    names = ", ".join(f"rank {r.rank} (in '{r.phase}')" for r in behind)
+    gave_up = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(str(r.rank) for r in waiting)}"
+    return LaunchResult("timeout", f"{names} never arrived; {gave_up} gave up waiting in '{where}'", ranks, elapsed)
 
 
 PEER_LOSS = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote worker", "socket closed")
@@ -275,13 +302,8 @@ def _rank_report(
     stopped: bool,
     exit_round: int | None,
 ) -> RankReport:
-    report = RankReport(
-        rank,
-        proc.returncode,
-        phase=_split_phase(phases.get(f"rank{rank}", "0|startup"))[1],
-        stopped_by_launcher=stopped,
-        exit_round=exit_round,
-    )
+    seq, phase = _split_phase(phases.get(f"rank{rank}", "0|startup"))
+    report = RankReport(rank, proc.returncode, phase=phase, stopped_by_launcher=stopped, exit_round=exit_round, seq=seq)
     result_path = workdir / f"rank{rank}.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     report.data = result.get("data")
@@ -296,14 +318,28 @@ def _rank_error(returncode: int | None, recorded: str, workdir: Path, rank: int)
     if not returncode:
         return ""
     signalled = f"crashed ({signal.Signals(-returncode).name})" if returncode < 0 else ""
+    if signalled and NCCL_WATCHDOG_TIMEOUT in _log(workdir, rank):
+        return "timed out in a collective (NCCL's watchdog aborted it)"
     if recorded:
         return f"{recorded} (then {signalled} at exit)" if signalled else recorded
     return signalled or f"exited with code {returncode}: {_last_line(workdir, rank)}"
 
 
 def _last_line(workdir: Path, rank: int) -> str:
-    lines = (workdir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()
+    lines = _log(workdir, rank).strip().splitlines()
     return lines[-1][:300] if lines else "no output"
+
+
+def _log(workdir: Path, rank: int) -> str:
+    try:
+        return (workdir / f"rank{rank}.log").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+# What ProcessGroupNCCL's watchdog prints before it aborts a rank whose collective ran past the timeout
+# (TORCH_NCCL_ASYNC_ERROR_HANDLING, default 3: the process is killed without recording an error).
+NCCL_WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
 
 
 def collective_timeout(deadline: float) -> float:

@@ -11,26 +11,53 @@ from collections.abc import Callable
 from typing import Any
 
 
-def time_repeats(fn: Callable[[], Any], device: Any, warmup: int, iters: int) -> list[float]:
-    """Seconds per call of `fn` after `warmup` untimed calls; CUDA events on a GPU, a monotonic clock on CPU."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    marks = []
-    for _ in range(iters):
-        start = mark(device)
-        fn()
-        marks.append((start, mark(device)))
-    return seconds_between(marks, device)
+def time_repeats(
+    fn: Callable[[], Any],
+    device: Any,
+    warmup: int,
+    iters: int,
+    prepare: Callable[[], Any] = lambda: None,
+    check: Callable[[], Any] = lambda: None,
+) -> list[float]:
+    """Seconds per call of `fn` after `warmup` untimed calls; CUDA events on a GPU, a monotonic clock on CPU.
+
+    `prepare` runs before and `check` after every call (warm-up ones too), outside the timed region: a
+    refill that keeps the input known, a comparison that verifies each result. The whole loop runs with
+    `device` current, so the events time the stream `fn` runs on (another GPU's events would time an idle
+    stream).
+    """
+    with on_device(device):
+        for _ in range(warmup):
+            prepare()
+            fn()
+            check()
+        sync(device)
+        marks = []
+        for _ in range(iters):
+            prepare()
+            start = mark(device)
+            fn()
+            marks.append((start, mark(device)))
+            check()
+        return seconds_between(marks, device)
+
+
+def on_device(device: Any) -> Any:
+    """`device` as the current CUDA device for the block (no-op on CPU)."""
+    import contextlib
+
+    import torch
+
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def mark(device: Any) -> Any:
-    """A point in time on `device`'s stream: a recorded CUDA event on a GPU, the monotonic clock on CPU."""
+    """A point in time on `device`'s current stream: a recorded CUDA event on a GPU, the monotonic clock on CPU."""
     import torch
 
     if device.type == "cuda":
         event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(torch.cuda.current_stream(device))
         return event
     return time.perf_counter()
 

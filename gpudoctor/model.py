@@ -68,6 +68,15 @@ class Row:
     pci_bus_id: str | None = None
     name: str | None = None
 
+    @property
+    def where(self) -> str:
+        return gpu_label({"index": self.index, "name": self.name})
+
+    @property
+    def target(self) -> str:
+        """How `nvidia-smi -i` names this GPU: its index, else its PCI bus id or UUID (it takes all three)."""
+        return next((str(v) for v in (self.index, self.pci_bus_id, self.uuid) if v is not None), "<GPU>")
+
 
 @dataclass
 class Result:
@@ -92,6 +101,11 @@ class Result:
         data["status"] = self.status.value
         data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
         return data
+
+
+def gpu_label(gpu: dict[str, Any]) -> str:
+    """ "GPU 3" by NVML's (nvidia-smi's) index, or the device's own name where NVML does not know it."""
+    return f"GPU {gpu['index']}" if gpu.get("index") is not None else (gpu.get("name") or "GPU ?")
 
 
 def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
@@ -121,14 +135,14 @@ def from_rows(
     if not rows:
         return Result(check_id, Status.SKIP, "no GPU to judge", metrics=metrics)
     if not bad:
-        missing = [str(r.index) for r in rows if r.status == Status.SKIP]
+        missing = [r.where.removeprefix("GPU ") for r in rows if r.status == Status.SKIP]
         if missing and len(missing) < len(rows):
             ok_summary += f" (not available on GPU {', '.join(missing)})"
         return Result(check_id, status, ok_summary, rows=rows, metrics=metrics)
-    summary = "; ".join(f"GPU {r.index}: {r.summary}" for r in bad[:3])
+    summary = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3])
     if len(bad) > 3:
         summary += f"; and {len(bad) - 3} more GPUs"
     if remediation:
-        indexes = ",".join(str(r.index) for r in bad)
-        remediation = Remediation(remediation.why, [c.replace("<GPU>", indexes) for c in remediation.commands])
+        targets = ",".join(r.target for r in bad) or "<GPU>"
+        remediation = Remediation(remediation.why, [c.replace("<GPU>", targets) for c in remediation.commands])
     return Result(check_id, status, summary, remediation=remediation, rows=rows, metrics=metrics)

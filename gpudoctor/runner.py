@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.expect import Expectation
+from gpudoctor.facts.identity import with_gpus
+from gpudoctor.facts.nvml import usable
 from gpudoctor.isolate import Outcome, run_isolated
 from gpudoctor.launch import Fault, LaunchResult, launch
 from gpudoctor.model import Remediation, Result, Status
@@ -72,6 +74,10 @@ class CheckContext:
             return int(self.torch.get("device_count") or 0)
         return int(self.settings.get("cpu_ranks", DEFAULT_CPU_RANKS))
 
+    def with_gpus(self, measured: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Per-device measurements (keyed by torch's `cuda_index`) paired with the physical GPU's facts."""
+        return with_gpus(measured, self.torch.get("devices") or [], live_gpus(self.facts))
+
     def baseline(self, figure: str) -> Expectation | None:
         """This check's `figure` from the saved baseline, passing at its `baseline_tolerance`, or None."""
         saved = self.options.baseline or {}
@@ -113,15 +119,8 @@ def launch_failure(check_id: str, outcome: LaunchResult) -> Result:
 
 
 def live_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    return [g for g in facts["nvml"].get("gpus", []) if not g.get("lost")]
-
-
-def with_facts(
-    measured: list[dict[str, Any]], gpus: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each per-GPU measurement paired with that GPU's facts (just its index when NVML did not see it)."""
-    by_index = {g["index"]: g for g in gpus}
-    return [(m, by_index.get(m["index"], {"index": m["index"]})) for m in measured]
+    """The GPUs this process can read: neither lost nor hidden from it."""
+    return [g for g in facts["nvml"].get("gpus", []) if usable(g)]
 
 
 def select(specs: list[CheckSpec], options: Options) -> list[CheckSpec]:

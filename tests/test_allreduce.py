@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from pathlib import Path
 
 import pytest
 from conftest import gpudoctor, load_snapshot
@@ -43,11 +44,29 @@ def test_combine_takes_the_slowest_rank() -> None:
     assert allreduce.bus_factor(8) == pytest.approx(1.75)
 
 
-def test_injected_corruption_is_caught(no_leftovers) -> None:
+def test_a_wrong_value_in_one_timed_iteration_is_caught(no_leftovers) -> None:
+    """Every iteration's result is verified, not only a separate first call: one wrong value in the second
+    timed in-place call of each size on rank 1 is counted."""
     outcome = launch("gpudoctor.checks.allreduce:worker", 2, "gloo", SMALL, 120, Fault(1, "corrupt", "all_reduce"))
     rows = allreduce.combine(outcome.data, 2)
+    assert [r["wrong"] for r in rows] == [1, 1, 1]
     result = allreduce.judge(rows, 2, "cpu", None, 0.75, {})
     assert result.status.value == "fail" and "3 wrong values" in result.summary
+
+
+def test_in_place_buffer_stays_finite_over_many_iterations(no_leftovers) -> None:
+    """The in-place buffer is refilled before every call: summed 400 times over 3 ranks it would reach inf
+    (3**400); refilled, every one of the 410 results equals the known sum."""
+    params = {"sizes": [4096], "warmup": 10, "iters": 400, "out_of_place": False}
+    outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", params, 120)
+    assert outcome.status == "ok", outcome.message
+    assert all(rank["rows"][0]["wrong"] == 0 for rank in outcome.data)
+
+
+def test_the_pattern_sum_is_exact_at_cluster_scale() -> None:
+    world = 65536
+    largest = 61 * sum(allreduce.rank_factor(r) for r in range(world))
+    assert largest < 2**24  # float32 holds every integer up to 2**24 exactly
 
 
 @pytest.mark.parametrize(
@@ -79,7 +98,60 @@ def test_crashing_rank_is_an_error_naming_it(no_leftovers) -> None:
     )
     result = json.loads(proc.stdout)["checks"][0]
     assert result["status"] == "error"
-    assert "rank 1 crashed (SIGSEGV) during 'all_reduce 256 KiB verify'" in result["summary"]
+    assert "rank 1 crashed (SIGSEGV) during 'all_reduce 256 KiB in-place'" in result["summary"]
+
+
+def test_a_rank_aborted_by_an_nccl_style_watchdog_names_the_one_that_never_arrived(no_leftovers) -> None:
+    """NCCL's watchdog aborts the waiting rank (SIGABRT, nothing recorded) while the hung one keeps running:
+    the result is a timeout naming the hung rank, not "rank 0 crashed"."""
+    worker = f"{Path(__file__).parent / 'workers' / 'nccl_watchdog.py'}:worker"
+    fault = Fault(1, "hang", "all_reduce")
+    outcome = launch(worker, 2, "gloo", {}, 30, fault)
+    assert outcome.status == "timeout", outcome.message
+    assert outcome.message == (
+        "rank 1 (in 'all_reduce 1 MiB in-place') never arrived; rank 0 gave up waiting in 'all_reduce 1 MiB in-place'"
+    )
+
+
+def test_ranks_behind_are_named_when_every_rank_was_aborted() -> None:
+    """As ProcessGroupNCCL leaves them: each waiting rank aborted, its log naming the watchdog timeout; the
+    rank that stopped in an earlier phase is the cause."""
+    watchdog = "timed out in a collective (NCCL's watchdog aborted it)"
+    ranks = [
+        RankReport(0, -6, None, watchdog, "all_reduce 4 MiB in-place", seq=9),
+        RankReport(1, -6, None, watchdog, "all_reduce 1 MiB in-place", seq=7),
+        RankReport(2, -6, None, watchdog, "all_reduce 4 MiB in-place", seq=9),
+    ]
+    result = judge_ranks(ranks, 1.0)
+    assert (result.status, result.message) == (
+        "timeout",
+        "rank 1 (in 'all_reduce 1 MiB in-place') never arrived; "
+        "ranks 0, 2 gave up waiting in 'all_reduce 4 MiB in-place'",
+    )
+    same = [RankReport(r, -6, None, watchdog, "all_reduce 4 MiB in-place", seq=9) for r in range(2)]
+    assert (
+        judge_ranks(same, 1.0).message
+        == "all ranks timed out in 'all_reduce 4 MiB in-place': the collective never completed"
+    )
+
+
+def test_an_aborted_rank_with_no_one_behind_is_a_crash() -> None:
+    ranks = [
+        RankReport(0, -6, None, "crashed (SIGABRT)", "train step 3", seq=5),
+        RankReport(1, 0, {}, "", "shutdown", seq=9),
+    ]
+    assert judge_ranks(ranks, 1.0).message == "rank 0 crashed (SIGABRT) during 'train step 3'"
+
+
+def test_the_nccl_watchdog_message_in_a_rank_log_reads_as_a_timeout(tmp_path) -> None:
+    from gpudoctor.launch import _rank_error
+
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]:[E1122 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=12000) ran "
+        "for 12001 milliseconds before timing out.\n"
+    )
+    assert _rank_error(-6, "", tmp_path, 0) == "timed out in a collective (NCCL's watchdog aborted it)"
 
 
 PEER_RESET = "raised RuntimeError: [pair.cc:545] Read error [127.0.0.1]:7062: Connection reset by peer."

@@ -61,38 +61,3 @@ def test_fault_spec_errors(text: str) -> None:
 
 def test_fault_spec_parses() -> None:
     assert Fault.parse("rank=2,kind=crash,at=train step 3") == Fault(2, "crash", "train step 3")
-
-
-def test_live_backend_asks_for_the_versioned_fabric_struct_and_records_it(monkeypatch) -> None:
-    """pynvml's own wrappers run; only the C function pointer is replaced: a driver that knows the v3 struct
-    and refuses other versions (NVML_ERROR_ARGUMENT_VERSION_MISMATCH)."""
-    import pynvml
-
-    from gpudoctor.facts.nvml import Dev, LiveNvml, NvmlCallError
-
-    def fabric_info_v(handle, info) -> int:
-        if info.version != pynvml.nvmlGpuFabricInfo_v3:
-            return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        info.state, info.status, info.healthMask, info.healthSummary = 3, 0, 426, 1
-        return pynvml.NVML_SUCCESS
-
-    def error_string(code: int) -> bytes:
-        return b"Argument version mismatch"
-
-    functions = {"nvmlDeviceGetGpuFabricInfoV": fabric_info_v, "nvmlErrorString": error_string}
-    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer", functions.__getitem__)
-    live = LiveNvml()
-    live.handles[0] = object()
-    answer = live.call("nvmlDeviceGetGpuFabricInfoV", Dev(0), 3)
-    assert (answer["version"], answer["state"], answer["healthMask"], answer["healthSummary"]) == (
-        pynvml.nvmlGpuFabricInfo_v3,
-        3,
-        426,
-        1,
-    )
-    with pytest.raises(NvmlCallError):
-        live.call("nvmlDeviceGetGpuFabricInfoV", Dev(0), 2)
-    assert live.recording["nvmlDeviceGetGpuFabricInfoV(gpu0,3)"] == answer
-    assert live.recording["nvmlDeviceGetGpuFabricInfoV(gpu0,2)"] == {
-        "nvml_error": pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-    }

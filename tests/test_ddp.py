@@ -158,3 +158,31 @@ def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
         "finite": "pass",
         "throughput": "pass",
     }
+
+
+@pytest.mark.parametrize(
+    "error,oom",
+    [
+        (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
+        (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), True),
+        (RuntimeError("CUDA error: out of memory"), True),
+        (type("OutOfMemoryError", (RuntimeError,), {})("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), False),
+    ],
+)
+def test_allocation_failures_from_any_library_count_as_out_of_memory(error: Exception, oom: bool) -> None:
+    """cuBLAS and cuDNN report a failed allocation as RuntimeError, not torch.cuda.OutOfMemoryError."""
+    assert ddp.is_out_of_memory(error) is oom
+
+
+def test_fp16_trains_with_loss_scaling_and_its_gradient_still_matches(no_leftovers) -> None:
+    """fp16 without a GradScaler lets small gradients underflow; with it, the first step's gradient (unscaled)
+    still equals the single-process reference. Runs for real: fp16 autocast and GradScaler on the CPU, gloo."""
+    p = {**FAST, "precision": "fp16", "image_size": 32, "batch_size": 4, "steps": 6, "warmup": 2}
+    outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", p, 240)
+    assert outcome.status == "ok", outcome.message
+    results = {r.label: r for r in ddp.judge(outcome.data, None, p, "cpu", None, {**SETTINGS, "grad_tolerance": 5e-2})}
+    assert results["ddp.train:gradient-matches"].status.value == "pass", results["ddp.train:gradient-matches"].summary
+    assert "fp16 autocast with loss scaling" in ddp.describe(p, "cpu")
+    scale = next(m for m in results["ddp.train:loss-falls"].metrics if m.name == "loss_scale")
+    assert scale.value >= ddp.FP16_INIT_SCALE / 2

@@ -10,7 +10,8 @@ import torch
 from conftest import gpudoctor
 from gpudoctor.checks import bandwidth, compute, memtest, p2p
 
-from gpudoctor.launch import launch
+from gpudoctor import expect
+from gpudoctor.launch import Fault, launch
 
 pytestmark = pytest.mark.gpu
 
@@ -44,16 +45,37 @@ def test_copy_measurements_are_verified_and_plausible() -> None:
     assert all(g["verified"] and 100 < g["gbps"] < 20000 for g in device)
 
 
-def test_gemm_is_fast_and_correct() -> None:
-    result = compute.measure({"n": 4096, "warmup": 2, "iters": 5})["gpus"][0]
-    for precision in ("bf16", "tf32"):
-        assert result[precision]["tflops"] > 10
-        assert result[precision]["rel_error"] < compute.TOLERANCE[precision]
+def test_gemm_on_every_gpu_is_correct_and_below_its_datasheet_peak() -> None:
+    """Each GPU timed on its own stream: a figure above the datasheet peak would mean the events timed an idle
+    stream (another GPU's), as they did before every timed region ran with its own device current."""
+    results = compute.measure({"n": 4096, "warmup": 2, "iters": 5})["gpus"]
+    assert [r["cuda_index"] for r in results] == list(range(torch.cuda.device_count()))
+    for result in results:
+        gpu = {"name": torch.cuda.get_device_name(result["cuda_index"])}
+        for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
+            assert result[precision]["tflops"] > 10
+            assert result[precision]["rel_error"] < compute.TOLERANCE[precision]
+            peak = expect.model_peak(gpu, key)
+            if peak is not None:
+                assert not expect.measurement_error(result[precision]["tflops"], peak), (gpu, result)
 
 
-def test_memtest_on_a_slice_of_memory() -> None:
-    result = memtest.measure({"share": 0.02, "walking_bits": 2, "seed": 1})["gpus"][0]
-    assert result["words"] > 0 and sum(result["bad"].values()) == 0
+def test_memtest_on_a_slice_of_every_gpu() -> None:
+    results = memtest.measure({"share": 0.02, "walking_bits": 2, "seed": 1})["gpus"]
+    assert len(results) == torch.cuda.device_count()
+    assert all(r["words"] > 0 and sum(r["bad"].values()) == 0 for r in results)
+
+
+def test_rows_name_the_physical_gpu_they_measured() -> None:
+    """Every per-GPU row of a workload carries the NVML index, UUID and bus id of the GPU torch measured."""
+    document = json.loads(gpudoctor("check", "--only", "bandwidth.device-memory", "--json", timeout=600).stdout)
+    rows = document["checks"][0]["rows"]
+    torch_bus_ids = {
+        f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+        for p in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    }
+    assert {r["pci_bus_id"] for r in rows} == torch_bus_ids
+    assert all(r["index"] is not None and r["uuid"] for r in rows)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
@@ -71,3 +93,14 @@ def test_nccl_all_reduce_with_two_ranks_sharing_one_gpu(monkeypatch) -> None:
     outcome = launch("gpudoctor.checks.allreduce:worker", 2, "nccl", params, 180)
     assert outcome.status == "ok", outcome.message
     assert all(row["wrong"] == 0 for rank in outcome.data for row in rank["rows"])
+
+
+def test_a_hung_rank_under_nccl_is_named_not_the_rank_the_watchdog_aborted(monkeypatch) -> None:
+    """NCCL's watchdog aborts the waiting rank with SIGABRT and records nothing: still a timeout naming rank 1."""
+    if tuple(torch.cuda.nccl.version()) < (2, 30, 0) and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs, or NCCL >= 2.30 to put two ranks on one")
+    monkeypatch.setitem(os.environ, "NCCL_MULTI_RANK_GPU_ENABLE", "1")
+    params = {"sizes": [2**20], "warmup": 2, "iters": 5, "out_of_place": False}
+    outcome = launch("gpudoctor.checks.allreduce:worker", 2, "nccl", params, 90, Fault(1, "hang", "all_reduce"))
+    assert outcome.status == "timeout", outcome.message
+    assert outcome.message.startswith("rank 1 (in 'all_reduce 1024 KiB in-place') never arrived")

@@ -10,6 +10,13 @@ from gpudoctor.facts.snapshot import replay_nvml
 # fixture -> (check label, status, words in the summary, words in a remediation command)
 FAULTS = {
     "fault-lost-gpu": ("driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
+    "fault-gpu-lost-at-lookup": ("driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
+    "fault-driver-470-symbols": (
+        "torch.cuda-driver",
+        "fail",
+        "needs driver >= 580.65.06; this node has 470.256.02",
+        "nvidia-smi",
+    ),
     "fault-version-mismatch": ("driver.nvml", "fail", "driver/library version mismatch", "sudo reboot"),
     "fault-module-mismatch": (
         "driver.kernel-module",
@@ -163,7 +170,12 @@ def test_fault_changes_only_its_own_finding(fixture: str) -> None:
 
 def test_fault_table_covers_every_fault_fixture() -> None:
     on_disk = {p.stem for p in SNAPSHOTS.glob("fault-*.json")}
-    assert on_disk - set(FAULTS) == {"fault-notsupported-gpu", "fault-kernel-log-unreadable"}
+    assert on_disk - set(FAULTS) == {
+        "fault-notsupported-gpu",
+        "fault-kernel-log-unreadable",
+        "fault-gpus-hidden-by-cgroup",
+        "fault-gpu-lost-in-topology",
+    }
 
 
 @pytest.mark.parametrize("fixture", ["h100-sxm-8x"])

@@ -9,13 +9,20 @@ from conftest import load_snapshot
 from gpudoctor.checks import bandwidth, compute, memtest, p2p
 
 from gpudoctor import expect
+from gpudoctor.facts.identity import with_gpus
 from gpudoctor.launch import Fault, launch
 from gpudoctor.measure import checksum, summary, time_repeats
 from gpudoctor.runner import live_gpus
 
-H100 = live_gpus(load_snapshot("h100-sxm-8x"))
-L40S = live_gpus(load_snapshot("l40s-pcie-4x"))
 RTX = live_gpus(load_snapshot("rtx2080s-consumer-1x"))
+
+
+def on(fixture: str, measured: list[dict]) -> list[tuple[dict, dict]]:
+    """Measurements keyed by torch's cuda index, paired with the GPUs of a fixture node as a check pairs them."""
+    snap = load_snapshot(fixture)
+    return with_gpus(measured, snap["torch"]["devices"], live_gpus(snap))
+
+
 MEMTEST = {"words": 3 * 2**20 + 17, "walking_bits": 4, "seed": 7}
 
 
@@ -49,14 +56,14 @@ def test_memtest_patterns_pass_on_good_memory(no_leftovers) -> None:
         "address in address",
     }
     assert sum(data["bad"].values()) == 0
-    assert memtest.judge([{"index": 0, **data}], H100[:1]).status.value == "pass"
+    assert memtest.judge(on("h100-sxm-8x", [{"cuda_index": 0, **data}])).status.value == "pass"
 
 
 def test_memtest_counts_a_flipped_bit(no_leftovers) -> None:
     outcome = launch("gpudoctor.checks.memtest:worker", 1, "gloo", MEMTEST, 120, Fault(0, "corrupt", "verify"))
     data = outcome.data[0]
     assert data["bad"]["address in address"] == 1 and sum(data["bad"].values()) == 1
-    result = memtest.judge([{"index": 3, **data}], H100)
+    result = memtest.judge(on("h100-sxm-8x", [{"cuda_index": 3, **data}]))
     assert result.status.value == "fail"
     assert result.summary.startswith("GPU 3: 1 bad words in 12 MiB (address in address: 1)")
     assert "sudo nvidia-smi -i 3 -r" in result.remediation.commands
@@ -70,11 +77,15 @@ def test_gemm_measures_and_verifies_on_cpu(precision: str) -> None:
 
 
 def gemm_row(index: int, bf16: float, tf32: float, error: float = 1e-3) -> dict:
-    return {"index": index, "bf16": {"tflops": bf16, "rel_error": error}, "tf32": {"tflops": tf32, "rel_error": error}}
+    return {
+        "cuda_index": index,
+        "bf16": {"tflops": bf16, "rel_error": error},
+        "tf32": {"tflops": tf32, "rel_error": error},
+    }
 
 
 def test_gemm_judged_against_the_datasheet() -> None:
-    result = compute.judge([gemm_row(0, 790, 400), gemm_row(1, 300, 400)], H100, 0.75, {})
+    result = compute.judge(on("h100-sxm-8x", [gemm_row(0, 790, 400), gemm_row(1, 300, 400)]), 0.75, {})
     assert result.status.value == "fail"
     assert result.rows[0].status.value == "pass"
     assert "bf16 300 (expected >= 519.2)" in result.rows[1].summary
@@ -83,22 +94,22 @@ def test_gemm_judged_against_the_datasheet() -> None:
 
 
 def test_gemm_wrong_results_fail_and_unknown_models_warn() -> None:
-    wrong = compute.judge([gemm_row(0, 790, 400, error=float("nan"))], H100, 0.75, {})
+    wrong = compute.judge(on("h100-sxm-8x", [gemm_row(0, 790, 400, error=float("nan"))]), 0.75, {})
     assert wrong.status.value == "fail" and "WRONG RESULTS" in wrong.summary
-    future_gpu = [{"index": 0, "name": "Some Future GPU"}]
-    unknown = compute.judge([gemm_row(0, 50, 20)], future_gpu, 0.75, {})
+    future_gpu = {"index": 0, "name": "Some Future GPU"}
+    unknown = compute.judge([(gemm_row(0, 50, 20), future_gpu)], 0.75, {})
     assert unknown.status.value == "warn"
-    wrong_on_unknown = compute.judge([gemm_row(0, 50, 20, error=0.5)], future_gpu, 0.75, {})
+    wrong_on_unknown = compute.judge([(gemm_row(0, 50, 20, error=0.5), future_gpu)], 0.75, {})
     assert wrong_on_unknown.status.value == "fail" and "WRONG RESULTS" in wrong_on_unknown.summary
 
 
 def test_host_device_judged_against_the_pcie_link() -> None:
     rows = [
-        {"index": 0, "h2d_gbps": 25.0, "d2h_gbps": 26.0, "verified": True},
-        {"index": 1, "h2d_gbps": 11.0, "d2h_gbps": 26.0, "verified": True},
-        {"index": 2, "h2d_gbps": 25.0, "d2h_gbps": 26.0, "verified": False},
+        {"cuda_index": 0, "h2d_gbps": 25.0, "d2h_gbps": 26.0, "verified": True},
+        {"cuda_index": 1, "h2d_gbps": 11.0, "d2h_gbps": 26.0, "verified": True},
+        {"cuda_index": 2, "h2d_gbps": 25.0, "d2h_gbps": 26.0, "verified": False},
     ]
-    result = bandwidth.judge_host_device(rows, L40S, 0.75, {})
+    result = bandwidth.judge_host_device(on("l40s-pcie-4x", rows), 0.75, {})
     assert [r.status.value for r in result.rows] == ["pass", "fail", "fail"]
     assert "expected >= 18.9 (0.75 x 25.2 GB/s, PCIe Gen4 x16 (31.5 GB/s) x 0.8)" in result.rows[1].summary
     assert "differs" in result.rows[2].summary
@@ -110,34 +121,128 @@ def test_host_device_on_an_idle_downshifted_link_uses_its_capability() -> None:
 
 
 def test_device_memory_against_the_spec_sheet() -> None:
-    rows = [{"index": 0, "gbps": 3000.0, "verified": True}, {"index": 1, "gbps": 1500.0, "verified": True}]
-    result = bandwidth.judge_device_memory(rows, H100, 0.75, {})
+    rows = [{"cuda_index": 0, "gbps": 3000.0, "verified": True}, {"cuda_index": 1, "gbps": 1500.0, "verified": True}]
+    result = bandwidth.judge_device_memory(on("h100-sxm-8x", rows), 0.75, {})
     assert [r.status.value for r in result.rows] == ["pass", "fail"]
     baseline = {"copy": expect.Expectation(1600.0, "baseline b.json", floor=0.9)}
-    assert bandwidth.judge_device_memory(rows[1:], H100, 0.75, baseline).status.value == "pass"
+    assert bandwidth.judge_device_memory(on("h100-sxm-8x", rows[1:]), 0.75, baseline).status.value == "pass"
 
 
 def pair(src: int, dst: int, gbps: float, access: bool = True, verified: bool = True) -> dict:
     return {"src": src, "dst": dst, "access": access, "gbps": gbps, "latency_us": 2.0, "verified": verified}
 
 
+def judge_p2p(fixture: str, pairs: list[dict], p2p_read: list[list] | None = None):
+    snap = load_snapshot(fixture)
+    topology = snap["nvml"]["topology"]
+    if p2p_read is not None:
+        topology = {"indexes": [0, 1], "p2p_read": p2p_read}
+    return p2p.judge(pairs, snap["torch"]["devices"], live_gpus(snap), topology, 0.75)
+
+
 def test_p2p_nvlink_pairs_and_corruption() -> None:
-    p2p_matrix = load_snapshot("h100-sxm-8x")["nvml"]["topology"]["p2p_read"]
-    good = p2p.judge([pair(0, 1, 380.0), pair(1, 0, 385.0)], H100, p2p_matrix, 0.75)
+    good = judge_p2p("h100-sxm-8x", [pair(0, 1, 380.0), pair(1, 0, 385.0)])
     assert good.status.value == "pass" and "slowest 380.0 GB/s" in good.summary
-    slow = p2p.judge([pair(0, 1, 40.0)], H100, p2p_matrix, 0.75)
+    slow = judge_p2p("h100-sxm-8x", [pair(0, 1, 40.0)])
     assert slow.status.value == "fail" and "NVLink x18" in slow.rows[0].summary
-    corrupt = p2p.judge([pair(0, 1, 380.0, verified=False)], H100, p2p_matrix, 0.75)
+    corrupt = judge_p2p("h100-sxm-8x", [pair(0, 1, 380.0, verified=False)])
     assert corrupt.status.value == "fail" and "iommu=pt" in corrupt.remediation.commands[-1]
 
 
 def test_p2p_reported_by_nvml_but_not_enabled_fails() -> None:
-    matrix = [[None, 0], [0, None]]
-    result = p2p.judge([pair(0, 1, 20.0, access=False)], L40S, matrix, 0.75)
+    result = judge_p2p("l40s-pcie-4x", [pair(0, 1, 20.0, access=False)], [[None, 0], [0, None]])
     assert result.status.value == "fail" and "NVML reports P2P but CUDA cannot enable it" in result.summary
 
 
 def test_p2p_without_peer_access_is_judged_as_staged_copies() -> None:
-    matrix = [[None, 2], [2, None]]
-    result = p2p.judge([pair(0, 1, 11.0, access=False)], L40S, matrix, 0.75)
+    result = judge_p2p("l40s-pcie-4x", [pair(0, 1, 11.0, access=False)], [[None, 2], [2, None]])
     assert result.status.value == "pass"
+
+
+def test_gemm_above_the_datasheet_peak_is_a_measurement_error_not_a_pass() -> None:
+    """Events recorded on another GPU's idle stream time nothing and give absurd figures: never a pass."""
+    result = compute.judge(on("h100-sxm-8x", [gemm_row(0, 790, 400), gemm_row(1, 9000, 4000)]), 0.75, {})
+    assert [r.status.value for r in result.rows] == ["pass", "fail"]
+    assert "bf16 9000 is above the 989 peak: measurement error" in result.rows[1].summary
+    copy = bandwidth.judge_device_memory(
+        on("h100-sxm-8x", [{"cuda_index": 0, "gbps": 9000.0, "verified": True}]), 0.75, {}
+    )
+    assert copy.status.value == "fail" and "measurement error" in copy.summary
+    link = bandwidth.judge_host_device(
+        on("l40s-pcie-4x", [{"cuda_index": 0, "h2d_gbps": 60.0, "d2h_gbps": 26.0, "verified": True}]), 0.75, {}
+    )
+    assert link.status.value == "fail" and "measurement error" in link.summary
+
+
+class FakeCuda:
+    """Just enough of torch.cuda to see which device is current and which stream each event is recorded on."""
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.ran_on: list[int] = []
+        self.recorded_on: list[int] = []
+        fake = self
+
+        class Device:
+            def __init__(self, device) -> None:
+                self.index = device.index
+
+            def __enter__(self) -> None:
+                self.saved, fake.current = fake.current, self.index
+
+            def __exit__(self, *exc) -> None:
+                fake.current = self.saved
+
+        class Event:
+            def __init__(self, enable_timing: bool) -> None:
+                self.at = len(fake.recorded_on)
+
+            def record(self, stream=None) -> None:
+                fake.recorded_on.append(stream if stream is not None else fake.current)
+
+            def elapsed_time(self, end) -> float:
+                return 1.0
+
+        self.Device, self.Event = Device, Event
+
+    def install(self, monkeypatch) -> None:
+        monkeypatch.setattr(torch.cuda, "device", self.Device)
+        monkeypatch.setattr(torch.cuda, "Event", self.Event)
+        monkeypatch.setattr(
+            torch.cuda, "current_stream", lambda device=None: self.current if device is None else device.index
+        )
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
+
+def test_every_timed_region_runs_with_its_own_gpu_current(monkeypatch) -> None:
+    """On GPU 3, the timed calls run with GPU 3 current and every event is recorded on GPU 3's stream."""
+    cuda = FakeCuda()
+    cuda.install(monkeypatch)
+    times = time_repeats(lambda: cuda.ran_on.append(cuda.current), torch.device("cuda", 3), warmup=2, iters=4)
+    assert times == [0.001] * 4
+    assert cuda.ran_on == [3] * 6
+    assert cuda.recorded_on == [3] * 8
+    assert cuda.current == 0
+
+
+def test_measurements_are_reported_against_the_physical_gpu() -> None:
+    """CUDA_VISIBLE_DEVICES=4,6 (or FASTEST_FIRST on a mixed node): cuda:0 is NVML's GPU 4; rows, metrics and
+    fixes name GPU 4 and GPU 6, never 0 and 1."""
+    snap = load_snapshot("h100-sxm-8x")
+    devices = [{**snap["torch"]["devices"][nvml], "index": cuda} for cuda, nvml in enumerate((4, 6))]
+    gpus = live_gpus(snap)
+    measured = [gemm_row(0, 790, 400), gemm_row(1, 300, 400)]
+    result = compute.judge(with_gpus(measured, devices, gpus), 0.75, {})
+    assert [r.index for r in result.rows] == [4, 6]
+    assert result.summary.startswith("GPU 6: bf16 300")
+    assert "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER -i 6" in result.remediation.commands
+    assert [m.name for m in result.metrics][:2] == ["GPU 4 bf16", "GPU 4 tf32"]
+    pairs = p2p.judge([pair(0, 1, 20.0, verified=False)], devices, gpus, snap["nvml"]["topology"], 0.75)
+    assert pairs.rows[0].index == 4 and pairs.rows[0].summary == "-> GPU 6: copied data differs from the source"
+
+
+def test_a_device_nvml_does_not_know_is_named_as_torch_sees_it() -> None:
+    devices = [{"index": 0, "pci_bus_id": "00000000:99:00.0", "uuid": "GPU-unknown"}]
+    result = memtest.judge(with_gpus([{"cuda_index": 0, "words": 2**20, "bad": {"x": 3}}], devices, []))
+    assert result.summary.startswith("cuda:0: 3 bad words") and result.rows[0].index is None
+    assert result.remediation.commands[0] == "sudo nvidia-smi -i 00000000:99:00.0 -r"

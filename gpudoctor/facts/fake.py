@@ -1,6 +1,7 @@
 """A replaying NVML backend: serves the calls a snapshot recorded, so the gateway runs for real in tests.
 
-A call the recording lacks answers FunctionNotFound, as an older driver's library would.
+A call the recording lacks answers FunctionNotFound, as an older driver's library would; a device handle
+lookup it lacks succeeds (recordings older than handle lookups being recorded).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpudoctor.facts.nvml import ERROR_FUNCTION_NOT_FOUND, NvmlCallError, call_key
+from gpudoctor.facts.nvml import ERROR_FUNCTION_NOT_FOUND, HANDLE_LOOKUP, NvmlCallError, call_key
 
 
 class ReplayNvml:
@@ -18,6 +19,8 @@ class ReplayNvml:
     def call(self, name: str, *args: Any) -> Any:
         key = call_key(name, args)
         if key not in self.recording:
+            if name == HANDLE_LOOKUP:
+                return None
             raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND, f"{key} was not recorded")
         answer = self.recording[key]
         if isinstance(answer, dict) and "nvml_error" in answer:

@@ -9,6 +9,7 @@ never a crash; a lost GPU is marked lost; init failures become a status the driv
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -25,6 +26,7 @@ ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_CORRUPTED_INFOROM = 14
 ERROR_GPU_IS_LOST = 15
 ERROR_LIB_RM_VERSION_MISMATCH = 18
+ERROR_UNKNOWN = 999
 NOT_AVAILABLE = {ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND, ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND}
 
 INIT_STATUS = {
@@ -35,11 +37,27 @@ INIT_STATUS = {
 }
 
 
+HANDLE_LOOKUP = "nvmlDeviceGetHandleByIndex"
+
+
+# pynvml's wording of the codes a gather reports, so a replay says what the live call said.
+ERROR_TEXT = {
+    ERROR_NOT_SUPPORTED: "Not Supported",
+    ERROR_NO_PERMISSION: "Insufficient Permissions",
+    ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+    ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
+    ERROR_GPU_IS_LOST: "GPU is lost",
+    ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+}
+
+
 class NvmlCallError(Exception):
     """An NVML call answered with an error code."""
 
     def __init__(self, code: int, message: str = "") -> None:
-        super().__init__(message or f"NVML error {code}")
+        super().__init__(message or ERROR_TEXT.get(code, f"NVML error {code}"))
         self.code = code
 
 
@@ -59,10 +77,13 @@ def call_key(name: str, args: tuple[Any, ...]) -> str:
 
 
 class LiveNvml:
-    """Calls the real NVML through pynvml, recording every answer for the snapshot."""
+    """Calls the real NVML through pynvml, recording every answer for the snapshot. Nothing pynvml raises
+    escapes: every failure becomes an `NvmlCallError` with NVML's code."""
 
-    # Calls that fill a struct passed last: the struct's pynvml name, and for a versioned struct the name of
-    # its version constant; "{}" is the version asked for, passed here as the call's last argument.
+    # Calls that fill a struct passed last, by pointer (pynvml forwards that argument to C unchanged, and a
+    # ctypes struct passed without byref() reaches NVML by value: a garbage pointer). The struct's pynvml
+    # name, and for a versioned struct the name of its version constant; "{}" is the version asked for,
+    # passed here as the call's last argument.
     OUT_STRUCTS: ClassVar[dict[str, tuple[str, str | None]]] = {
         "nvmlDeviceGetGpuFabricInfo": ("c_nvmlGpuFabricInfo_t", None),
         "nvmlDeviceGetGpuFabricInfoV": ("c_nvmlGpuFabricInfo_v{}_t", "nvmlGpuFabricInfo_v{}"),
@@ -77,22 +98,34 @@ class LiveNvml:
 
     def call(self, name: str, *args: Any) -> Any:
         key = call_key(name, args)
-        real_args = [self._handle(a) if isinstance(a, Dev) else a for a in args]
         try:
-            if name in self.OUT_STRUCTS:
-                real_args.append(self._out_struct(name, real_args))
-            answer = getattr(self.lib, name)(*real_args)
-            if name in self.OUT_STRUCTS:
-                answer = real_args[-1]
-        except self.lib.NVMLError as exc:
-            self.recording[key] = {"nvml_error": exc.value}
-            raise NvmlCallError(exc.value, str(exc)) from None
-        except AttributeError:
-            self.recording[key] = {"nvml_error": ERROR_FUNCTION_NOT_FOUND}
-            raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND, f"{name} not in this nvidia-ml-py") from None
-        value = to_jsonable(answer)
+            value = to_jsonable(self._call(name, args))
+        except NvmlCallError as exc:
+            self.recording[key] = {"nvml_error": exc.code}
+            raise
         self.recording[key] = value
         return value
+
+    def _call(self, name: str, args: tuple[Any, ...]) -> Any:
+        lib = self.lib
+        try:
+            if name == HANDLE_LOOKUP:
+                self.handles[args[0]] = lib.nvmlDeviceGetHandleByIndex(args[0])
+                return None
+            real_args = [self._handle(a) if isinstance(a, Dev) else a for a in args]
+            if name in self.OUT_STRUCTS:
+                struct = self._out_struct(name, real_args)
+                getattr(lib, name)(*real_args, ctypes.byref(struct))
+                return struct
+            return getattr(lib, name)(*real_args)
+        except lib.NVMLError as exc:
+            raise NvmlCallError(exc.value, str(exc)) from None
+        except (lib.NVMLLibraryMismatchError, AttributeError) as exc:
+            # pynvml's unversioned wrappers raise NVMLLibraryMismatchError where the driver lacks the newest
+            # symbol (an older driver), not an NVMLError.
+            raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND, f"{name}: {exc}") from None
+        except Exception as exc:  # a ctypes or pynvml failure must not end the gather
+            raise NvmlCallError(ERROR_UNKNOWN, f"{name}: {type(exc).__name__}: {exc}") from None
 
     def _out_struct(self, name: str, real_args: list[Any]) -> Any:
         struct_name, version_name = self.OUT_STRUCTS[name]
@@ -110,15 +143,20 @@ class LiveNvml:
 
 
 def to_jsonable(value: Any) -> Any:
-    """ctypes structs become dicts, arrays lists, bytes text: what a snapshot can hold."""
+    """ctypes structs become dicts, arrays lists, bytes text, pynvml's friendly objects (process lists)
+    dicts: what a snapshot can hold."""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     if hasattr(value, "_fields_"):
         return {f[0]: to_jsonable(getattr(value, f[0])) for f in value._fields_}
-    if isinstance(value, (list, tuple)) or type(value).__name__.endswith("_Array"):
+    if isinstance(value, (list, tuple, ctypes.Array)):
         return [to_jsonable(v) for v in value]
-    if hasattr(value, "value") and not isinstance(value, (int, float, str)):
+    if isinstance(value, ctypes._SimpleCData):
         return value.value
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    if hasattr(value, "__dict__"):
+        return {k: to_jsonable(v) for k, v in vars(value).items()}
     return value
 
 
@@ -126,20 +164,34 @@ class GpuLost(Exception):
     pass
 
 
+# The three process lists NVML keeps per GPU; each falls back to its _v2 symbol on drivers without _v3.
+PROCESS_LISTS = (
+    ("compute", "nvmlDeviceGetComputeRunningProcesses"),
+    ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+    ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
+)
+NO_MIG_INSTANCE = 0xFFFFFFFF
+
+
 class Gateway:
-    """Turns NVML answers into plain facts. One instance per gather; `unavailable` lists what NVML lacked."""
+    """Turns NVML answers into plain facts. One instance per gather; no NVML failure escapes it."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
     def q(self, name: str, *args: Any, convert: Callable[[Any], Any] = lambda v: v) -> Any:
         """One query with the default "not available" (None); a lost GPU stops that GPU's gather."""
+        value, code = self.attempt(name, *args)
+        if code == ERROR_GPU_IS_LOST:
+            raise GpuLost(f"{name}: GPU is lost")
+        return None if code is not None else convert(value)
+
+    def attempt(self, name: str, *args: Any) -> tuple[Any, int | None]:
+        """The answer and None, or None and NVML's error code."""
         try:
-            return convert(self.backend.call(name, *args))
+            return self.backend.call(name, *args), None
         except NvmlCallError as exc:
-            if exc.code == ERROR_GPU_IS_LOST:
-                raise GpuLost(str(exc)) from None
-            return None
+            return None, exc.code
 
     def gather(self) -> dict[str, Any]:
         try:
@@ -152,32 +204,44 @@ class Gateway:
                 "gpus": [],
                 "topology": {},
             }
-        count = self.q("nvmlDeviceGetCount") or 0
         facts = {
             "status": "ok",
             "error": None,
             "error_code": None,
-            "driver_version": self.q("nvmlSystemGetDriverVersion"),
-            "cuda_driver_version": self.q("nvmlSystemGetCudaDriverVersion"),
-            "nvml_version": self.q("nvmlSystemGetNVMLVersion"),
-            "gpus": [self.gpu(i) for i in range(count)],
+            "driver_version": self.attempt("nvmlSystemGetDriverVersion")[0],
+            "cuda_driver_version": self.attempt("nvmlSystemGetCudaDriverVersion")[0],
+            "nvml_version": self.attempt("nvmlSystemGetNVMLVersion")[0],
+            "gpus": [self.gpu(i) for i in range(self.attempt("nvmlDeviceGetCount")[0] or 0)],
         }
-        facts["topology"] = self.topology([g["index"] for g in facts["gpus"] if not g["lost"]])
+        facts["topology"] = self.topology([g["index"] for g in facts["gpus"] if usable(g)])
         return facts
 
     def gpu(self, index: int) -> dict[str, Any]:
+        """One GPU's facts; a GPU NVML counts but cannot open (lost, or hidden by a cgroup) is a row saying so."""
+        _, code = self.attempt(HANDLE_LOOKUP, index)
+        if code is not None:
+            return unreachable_gpu(index, code)
         d = Dev(index)
         try:
-            return {"index": index, "lost": False, **self._identity(d), **self._state(d), **self._health(d)}
+            return {
+                "index": index,
+                "lost": False,
+                "accessible": True,
+                **self._identity(d),
+                **self._state(d),
+                **self._health(d),
+            }
         except GpuLost as exc:
-            return {"index": index, "lost": True, "error": str(exc), "name": None, "uuid": None, "pci_bus_id": None}
+            return unreachable_gpu(index, ERROR_GPU_IS_LOST, str(exc))
 
     def _identity(self, d: Dev) -> dict[str, Any]:
         mem = self.q("nvmlDeviceGetMemoryInfo", d)
+        pci = self.q("nvmlDeviceGetPciInfo_v3", d) or {}
         return {
             "name": self.q("nvmlDeviceGetName", d),
             "uuid": self.q("nvmlDeviceGetUUID", d),
-            "pci_bus_id": self.q("nvmlDeviceGetPciInfo_v3", d, convert=lambda p: p["busId"]),
+            "pci_bus_id": pci.get("busId"),
+            "pci_device_id": pci.get("pciDeviceId"),
             "compute_capability": self.q("nvmlDeviceGetCudaComputeCapability", d),
             "memory_total_mib": mem["total"] // 2**20 if mem else None,
             "memory_used_mib": mem["used"] // 2**20 if mem else None,
@@ -196,7 +260,8 @@ class Gateway:
 
     def _fabric(self, d: Dev) -> dict[str, Any] | None:
         """NVSwitch fabric registration, and its health where the driver reports it: the versioned struct
-        (v3 adds a health summary to v2's health mask), else the original one with state and status only."""
+        (v3 adds a health summary to v2's health mask), else the original one with state and status only.
+        State and summary are one byte in nvml.h (pynvml reads the state as four): mask the padding off."""
         info = (
             self.q("nvmlDeviceGetGpuFabricInfoV", d, 3)
             or self.q("nvmlDeviceGetGpuFabricInfoV", d, 2)
@@ -204,27 +269,49 @@ class Gateway:
         )
         if info is None:
             return None
+        summary = info.get("healthSummary")
         return {
-            "state": info["state"],
+            "state": info["state"] & 0xFF,
             "status": info["status"],
             "health_mask": info.get("healthMask"),
-            "health_summary": info.get("healthSummary"),
+            "health_summary": None if summary is None else summary & 0xFF,
         }
 
     def _inforom_valid(self, d: Dev) -> bool | None:
-        try:
-            self.backend.call("nvmlDeviceValidateInforom", d)
+        _, code = self.attempt("nvmlDeviceValidateInforom", d)
+        if code == ERROR_GPU_IS_LOST:
+            raise GpuLost("nvmlDeviceValidateInforom: GPU is lost")
+        if code is None:
             return True
-        except NvmlCallError as exc:
-            if exc.code == ERROR_GPU_IS_LOST:
-                raise GpuLost(str(exc)) from None
-            return False if exc.code == ERROR_CORRUPTED_INFOROM else None
+        return False if code == ERROR_CORRUPTED_INFOROM else None
 
     def _processes(self, d: Dev) -> list[dict[str, Any]] | None:
-        procs = self.q("nvmlDeviceGetComputeRunningProcesses", d)
-        if procs is None:
+        """Compute, graphics and MPS processes holding this GPU, one entry per PID; None when NVML lists none
+        of them on this driver."""
+        lists = [(kind, self._process_list(d, name)) for kind, name in PROCESS_LISTS]
+        if all(procs is None for _, procs in lists):
             return None
-        return [{"pid": p["pid"], "used_mib": (p["usedGpuMemory"] or 0) // 2**20} for p in procs]
+        merged: dict[int, dict[str, Any]] = {}
+        for kind, procs in lists:
+            for p in procs or []:
+                entry = merged.setdefault(p["pid"], process_entry(p))
+                if kind not in entry["kinds"]:
+                    entry["kinds"].append(kind)
+        return list(merged.values())
+
+    def _process_list(self, d: Dev, name: str) -> list[dict[str, Any]] | None:
+        return self.newest(d, name, f"{name}_v2")
+
+    def newest(self, d: Dev, *names: str) -> Any:
+        """The first of several generations of one query that this driver has (FunctionNotFound moves on)."""
+        code = None
+        for name in names:
+            value, code = self.attempt(name, d)
+            if code != ERROR_FUNCTION_NOT_FOUND:
+                break
+        if code == ERROR_GPU_IS_LOST:
+            raise GpuLost(f"{names[0]}: GPU is lost")
+        return value if code is None else None
 
     def _health(self, d: Dev) -> dict[str, Any]:
         return {
@@ -243,7 +330,9 @@ class Gateway:
                     "failure": bool(r[3]),
                 },
             ),
-            "clock_event_reasons": self.q("nvmlDeviceGetCurrentClocksEventReasons", d),
+            "clock_event_reasons": self.newest(
+                d, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
+            ),
             "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
             "temperature_slowdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 1),
             "temperature_shutdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 0),
@@ -304,15 +393,50 @@ class Gateway:
         return links
 
     def topology(self, indexes: list[int]) -> dict[str, Any]:
-        """P2P read status and the common PCIe ancestor for every GPU pair (None on the diagonal)."""
-        p2p = [
-            [None if a == b else self.q("nvmlDeviceGetP2PStatus", Dev(a), Dev(b), 0) for b in indexes] for a in indexes
-        ]
+        """P2P read status and the common PCIe ancestor for every GPU pair (None on the diagonal, and where a
+        GPU was lost after its own facts were read)."""
+        p2p = [[None if a == b else self._pair("nvmlDeviceGetP2PStatus", a, b, 0) for b in indexes] for a in indexes]
         ancestor = [
-            [None if a == b else self.q("nvmlDeviceGetTopologyCommonAncestor", Dev(a), Dev(b)) for b in indexes]
+            [None if a == b else self._pair("nvmlDeviceGetTopologyCommonAncestor", a, b) for b in indexes]
             for a in indexes
         ]
         return {"indexes": indexes, "p2p_read": p2p, "common_ancestor": ancestor}
+
+    def _pair(self, name: str, a: int, b: int, *args: Any) -> Any:
+        return self.attempt(name, Dev(a), Dev(b), *args)[0]
+
+
+def unreachable_gpu(index: int, code: int, error: str = "") -> dict[str, Any]:
+    """A GPU NVML counts but this process cannot read: lost (fell off the bus, hung), or not accessible
+    (NO_PERMISSION: hidden by a Slurm or container cgroup, or /dev/nvidiaN permissions)."""
+    lost = code == ERROR_GPU_IS_LOST
+    reason = error or ("GPU is lost" if lost else NOT_ACCESSIBLE.get(code, f"NVML error {code} opening it"))
+    return {
+        "index": index,
+        "lost": lost,
+        "accessible": False,
+        "error": reason,
+        "error_code": code,
+        "name": None,
+        "uuid": None,
+        "pci_bus_id": None,
+    }
+
+
+NOT_ACCESSIBLE = {ERROR_NO_PERMISSION: "not accessible to this process (cgroup / permissions)"}
+
+
+def usable(gpu: dict[str, Any]) -> bool:
+    """A GPU this process can read: not lost, not hidden from it."""
+    return not gpu.get("lost") and gpu.get("accessible", True)
+
+
+def process_entry(p: dict[str, Any]) -> dict[str, Any]:
+    """One NVML process record as a fact: memory unknown (None) where NVML cannot say (WDDM, some vGPU)."""
+    used = p.get("usedGpuMemory")
+    instances = [p.get(k) for k in ("gpuInstanceId", "computeInstanceId")]
+    mig = None if any(i in (None, NO_MIG_INSTANCE) for i in instances) else instances
+    return {"pid": p["pid"], "used_mib": None if used is None else used // 2**20, "kinds": [], "mig_instance": mig}
 
 
 def _milli(value: int) -> float:

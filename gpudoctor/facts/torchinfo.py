@@ -69,25 +69,38 @@ def _cuda(torch: Any) -> dict[str, Any]:
             torch.cuda.init()
         except Exception as exc:
             init_error = str(exc).strip()
-    devices = []
-    if available:
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            devices.append(
-                {
-                    "index": i,
-                    "name": props.name,
-                    "capability": [props.major, props.minor],
-                    "total_memory_mib": props.total_memory // 2**20,
-                    "pci_bus_id": _pci_bus_id(props),
-                }
-            )
+    devices = [_device(torch, i) for i in range(torch.cuda.device_count())] if available else []
     return {
         "cuda_available": available,
         "cuda_init_error": init_error,
         "device_count": len(devices),
         "devices": devices,
     }
+
+
+def _device(torch: Any, index: int) -> dict[str, Any]:
+    """One device as torch numbers it; a device that fails to answer is that device's error, not a broken torch."""
+    try:
+        props = torch.cuda.get_device_properties(index)
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return {"index": index, "error": f"{type(exc).__name__}: {first_line[:300]}"}
+    return {
+        "index": index,
+        "name": props.name,
+        "capability": [props.major, props.minor],
+        "total_memory_mib": props.total_memory // 2**20,
+        "pci_bus_id": _pci_bus_id(props),
+        "uuid": _uuid(props),
+    }
+
+
+def _uuid(props: Any) -> str | None:
+    """NVML's form of the device UUID ("GPU-..." or "MIG-..."), which torch prints without the prefix."""
+    text = str(getattr(props, "uuid", "") or "")
+    if not text:
+        return None
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
 def _pci_bus_id(props: Any) -> str | None:
