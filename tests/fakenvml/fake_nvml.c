@@ -156,6 +156,28 @@ static void field_string(const char *record, const char *name, char *out, size_t
     out[length] = '\0';
 }
 
+static const char *next_item(const char *p, char separator) {
+    const char *end = strchr(p, separator);
+    return end ? end + 1 : p + strlen(p);
+}
+
+static unsigned int count_items(const char *value, char separator) {
+    unsigned int found = 0;
+    for (const char *p = value; *p; p = next_item(p, separator)) {
+        found++;
+    }
+    return found;
+}
+
+/* NVML's two-call protocol: a buffer too small (or none) gets the count needed and INSUFFICIENT_SIZE. */
+static int fits(unsigned int *capacity, unsigned int needed, const void *buffer) {
+    if (*capacity < needed || (needed && !buffer)) {
+        *capacity = needed;
+        return 0;
+    }
+    return 1;
+}
+
 static nvmlReturn_t copy_string(const char *value, char *out, unsigned int length) {
     if (!out) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -191,6 +213,19 @@ static nvmlReturn_t copy_string(const char *value, char *out, unsigned int lengt
         DEVICE_CHECK(device);                                                                                 \
         nvmlReturn_t rc = answer(&value, #name "(gpu%u,%d)", device->index, (int)arg);                        \
         if (rc == NVML_SUCCESS) *out = (type)number(value, 0);                                                \
+        return rc;                                                                                            \
+    }
+
+/* A getter of two numbers per device (capability major/minor, current/pending mode): FN(gpuN). */
+#define DEVICE_TWO_NUMBERS(name, type)                                                                        \
+    nvmlReturn_t DECLDIR name(nvmlDevice_t device, type *first, type *second) {                               \
+        const char *value;                                                                                    \
+        DEVICE_CHECK(device);                                                                                 \
+        nvmlReturn_t rc = answer(&value, #name "(gpu%u)", device->index);                                     \
+        if (rc == NVML_SUCCESS) {                                                                             \
+            *first = (type)number(value, 0);                                                                  \
+            *second = (type)number(value, 1);                                                                 \
+        }                                                                                                     \
         return rc;                                                                                            \
     }
 
@@ -306,16 +341,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t 
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t DECLDIR nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
-    const char *value;
-    DEVICE_CHECK(device);
-    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetCudaComputeCapability(gpu%u)", device->index);
-    if (rc == NVML_SUCCESS) {
-        *major = (int)number(value, 0);
-        *minor = (int)number(value, 1);
-    }
-    return rc;
-}
+DEVICE_TWO_NUMBERS(nvmlDeviceGetCudaComputeCapability, int)
 
 nvmlReturn_t DECLDIR nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     const char *value;
@@ -334,16 +360,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *
 DEVICE_NUMBER(nvmlDeviceGetPersistenceMode, nvmlEnableState_t)
 DEVICE_NUMBER(nvmlDeviceGetComputeMode, nvmlComputeMode_t)
 
-nvmlReturn_t DECLDIR nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode) {
-    const char *value;
-    DEVICE_CHECK(device);
-    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetMigMode(gpu%u)", device->index);
-    if (rc == NVML_SUCCESS) {
-        *currentMode = (unsigned int)number(value, 0);
-        *pendingMode = (unsigned int)number(value, 1);
-    }
-    return rc;
-}
+DEVICE_TWO_NUMBERS(nvmlDeviceGetMigMode, unsigned int)
 
 nvmlReturn_t DECLDIR nvmlDeviceValidateInforom(nvmlDevice_t device) {
     const char *value;
@@ -399,16 +416,10 @@ static nvmlReturn_t processes(const char *key, unsigned int index, unsigned int 
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
     nvmlReturn_t rc = answer(&value, "%s(gpu%u)", key, index);
     if (rc != NVML_SUCCESS) return rc;
-    unsigned int found = 0;
-    for (const char *p = value; *p; p = strchr(p, ';') ? strchr(p, ';') + 1 : p + strlen(p)) {
-        found++;
-    }
-    if (*count < found || (found && !infos)) {
-        *count = found;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
+    unsigned int found = count_items(value, ';');
+    if (!fits(count, found, infos)) return NVML_ERROR_INSUFFICIENT_SIZE;
     unsigned int i = 0;
-    for (const char *p = value; *p; p = strchr(p, ';') ? strchr(p, ';') + 1 : p + strlen(p)) {
+    for (const char *p = value; *p; p = next_item(p, ';')) {
         infos[i].pid = (unsigned int)field(p, "pid", 0);
         infos[i].usedGpuMemory = field(p, "usedGpuMemory", 0);
         infos[i].gpuInstanceId = (unsigned int)field(p, "gpuInstanceId", 0xFFFFFFFFu);
@@ -434,16 +445,7 @@ PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, "nvmlDeviceGetMPSComput
 
 /* ---- health ---- */
 
-nvmlReturn_t DECLDIR nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending) {
-    const char *value;
-    DEVICE_CHECK(device);
-    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetEccMode(gpu%u)", device->index);
-    if (rc == NVML_SUCCESS) {
-        *current = (nvmlEnableState_t)number(value, 0);
-        *pending = (nvmlEnableState_t)number(value, 1);
-    }
-    return rc;
-}
+DEVICE_TWO_NUMBERS(nvmlDeviceGetEccMode, nvmlEnableState_t)
 
 nvmlReturn_t DECLDIR nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
                                                  nvmlEccCounterType_t counterType, unsigned long long *eccCounts) {
@@ -461,14 +463,8 @@ nvmlReturn_t DECLDIR nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageReti
     DEVICE_CHECK(device);
     nvmlReturn_t rc = answer(&value, "nvmlDeviceGetRetiredPages(gpu%u,%d)", device->index, (int)cause);
     if (rc != NVML_SUCCESS) return rc;
-    unsigned int found = 0;
-    for (const char *p = value; *p; p = strchr(p, ' ') ? strchr(p, ' ') + 1 : p + strlen(p)) {
-        found++;
-    }
-    if (*pageCount < found || (found && !addresses)) {
-        *pageCount = found;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
+    unsigned int found = count_items(value, ' ');
+    if (!fits(pageCount, found, addresses)) return NVML_ERROR_INSUFFICIENT_SIZE;
     for (unsigned int i = 0; i < found; i++) {
         addresses[i] = number(value, (int)i);
     }
