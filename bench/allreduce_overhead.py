@@ -28,6 +28,7 @@ def raw_rank(rank: int, world: int, port: int, backend: str, sizes: list[int], i
     import time
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # the threads gpudoctor's launcher gives a rank
     dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=120))
     device = torch.device("cuda", rank % max(1, torch.cuda.device_count())) if backend == "nccl" else None
     medians = []

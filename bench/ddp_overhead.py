@@ -27,6 +27,7 @@ from gpudoctor.launch import free_port, launch
 def plain_rank(rank: int, world: int, port: int, p: dict, queue: object) -> None:
     """What a user writes: random data on the device, DDP, SGD, time each step after warm-up."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # the threads gpudoctor's launcher gives a rank
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
     device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")

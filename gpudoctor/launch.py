@@ -250,6 +250,9 @@ def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
         "MASTER_PORT": str(free_port()),
     }
     base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    # As torchrun does: ranks that each take every core for their own ops (OpenMP threads spin after a
+    # parallel region) starve each other and the collectives' threads. A user's own setting wins.
+    base_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
     procs = [_start_rank(rank, spec_path, base_env, workdir) for rank in range(world)]
     stopped, exited = _wait_fail_fast(procs)
     phases = read_progress(workdir)
