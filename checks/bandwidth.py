@@ -130,7 +130,9 @@ def judge_device_memory(
         elif expect.measurement_error(m["gbps"], peak):
             rows.append(gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}"))
         elif expected is None:
-            rows.append(gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s; no baseline for {gpu.get('name')}"))
+            rows.append(
+                gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{expect.unknown_model_note(gpu) or '; no figure'}")
+            )
         else:
             note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
             rows.append(gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"))

@@ -80,7 +80,7 @@ def judge(
                     + ("" if status == Status.PASS else f" (expected {metric.expected})")
                 )
             statuses.append(status if expected or status == Status.FAIL else Status.WARN)
-        rows.append(gpu_row(gpu, worst(statuses), ", ".join(parts) + " TFLOP/s"))
+        rows.append(gpu_row(gpu, worst(statuses), ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu)))
     return from_rows(
         "compute.gemm",
         rows,

@@ -32,6 +32,7 @@ DEFAULTS = {
     "cuda": {"model": "resnet50", "batch_size": 128, "image_size": 224, "precision": "bf16", "steps": 60},
     "cpu": {"model": "resnet18", "batch_size": 8, "image_size": 64, "precision": "fp32", "steps": 12},
 }
+BF16_CAPABILITY = (8, 0)  # bf16 tensor cores arrived with Ampere
 # The check's settings (config keys); empty values mean the device's defaults above.
 SETTINGS = {
     "model": "",
@@ -50,9 +51,14 @@ SETTINGS = {
 GRAD_TOLERANCE = {("cpu", "fp32"): 1e-4, ("cuda", "fp32"): 1e-2, ("cuda", "bf16"): 6e-2, ("cuda", "fp16"): 6e-2}
 
 
-def resolve(settings: dict[str, Any], device: str, full: bool) -> dict[str, Any]:
-    """The run's parameters: configured values, else this device's defaults; `full` trains five times longer."""
-    base = DEFAULTS[device]
+def resolve(
+    settings: dict[str, Any], device: str, full: bool, capabilities: list[tuple[int, int]] = ()
+) -> dict[str, Any]:
+    """The run's parameters: configured values, else this device's defaults; `full` trains five times longer.
+    GPUs without bf16 (compute capability below 8.0: Volta, Turing) train in fp16 with loss scaling."""
+    base = dict(DEFAULTS[device])
+    if device == "cuda" and any(cap < BF16_CAPABILITY for cap in capabilities):
+        base["precision"] = "fp16"
     params = {key: settings.get(key) or base[key] for key in base}
     params["steps"] *= 5 if full and not settings.get("steps") else 1
     params["warmup"] = max(2, params["steps"] // 5)
@@ -481,7 +487,7 @@ def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) 
     """NVIDIA DeepLearningExamples ResNet-50 v1.5 AMP figures for the model, per GPU (see hardware.toml)."""
     if p["model"] != "resnet50" or p["precision"] == "fp32" or not gpus:
         return None
-    model = gpu_model(gpus[0].get("name")) or {}
+    model = gpu_model(gpus[0]) or {}
     key = "resnet50_amp_8gpu" if world >= 8 else "resnet50_amp_1gpu"
     if key not in model:
         return None
@@ -503,7 +509,8 @@ def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) 
 )
 def ddp_train(ctx: CheckContext) -> list[Result]:
     """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput."""
-    p = resolve(ctx.settings, ctx.device, ctx.options.level == "full")
+    capabilities = [tuple(g["compute_capability"]) for g in live_gpus(ctx.facts) if g.get("compute_capability")]
+    p = resolve(ctx.settings, ctx.device, ctx.options.level == "full", capabilities)
     outcome = ctx.launch("gpudoctor.checks.ddp:worker", p)
     if outcome.status != "ok":
         return [launch_failure("ddp.train", outcome)]

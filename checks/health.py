@@ -5,11 +5,13 @@ Thresholds follow DCGM and the cloud health checks (Azure aznhc, Meta gcm) and a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from gpudoctor.facts.identity import same_pci
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row
+from gpudoctor.hardware import gpu_model, load_data
+from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
 from gpudoctor.registry import check
 from gpudoctor.runner import CheckContext, live_gpus
 
@@ -17,23 +19,6 @@ from gpudoctor.runner import CheckContext, live_gpus
 HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
 THROTTLE_FAIL = {HW_SLOWDOWN: "HW slowdown", HW_THERMAL: "HW thermal slowdown", HW_POWER_BRAKE: "HW power brake"}
 THROTTLE_WARN = {SW_THERMAL: "SW thermal slowdown"}
-
-# Xids that mean the GPU or its memory needs attention (NVIDIA Xid catalogue; the same lists as Azure
-# aznhc and Meta gcm): ECC/row remap, fallen off the bus, NVLink, GSP and contained/uncontained errors.
-CRITICAL_XIDS = {
-    48: "double-bit ECC error",
-    63: "ECC page retirement / row remap event",
-    64: "row remap failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    121: "C2C link error",
-    140: "unrecovered ECC error",
-}
 
 RESET_FIX = Remediation(
     "Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and have the GPU replaced.",
@@ -162,11 +147,11 @@ def nvlink_row(gpu: dict[str, Any], error_warn: int) -> Row:
     active = [lk for lk in links if lk["active"]]
     if not active:
         return gpu_row(gpu, Status.SKIP, "no NVLink connected")
-    down = [lk["link"] for lk in links if not lk["active"]]
-    if down:
-        return gpu_row(
-            gpu, Status.FAIL, f"{len(down)} of {len(links)} NVLinks down (links {', '.join(map(str, down))})"
-        )
+    expected = (gpu_model(gpu) or {}).get("nvlink_links") or len(links)
+    if len(active) < expected:
+        inactive = ", ".join(str(lk["link"]) for lk in links if not lk["active"])
+        which = f"links {inactive}" if len(links) == expected else f"inactive: links {inactive}"
+        return gpu_row(gpu, Status.FAIL, f"{expected - len(active)} of {expected} NVLinks down ({which})")
     noisy = [lk for lk in active if _link_errors(lk) > error_warn]
     if noisy:
         worst_link = max(noisy, key=_link_errors)
@@ -176,7 +161,8 @@ def nvlink_row(gpu: dict[str, Any], error_warn: int) -> Row:
             f"{len(noisy)} links with > {error_warn} CRC/replay/recovery errors "
             f"(link {worst_link['link']}: {_link_errors(worst_link)})",
         )
-    return gpu_row(gpu, Status.PASS, f"{len(active)} NVLinks up")
+    unused = f" ({len(links) - len(active)} more unused on this board)" if len(links) > len(active) else ""
+    return gpu_row(gpu, Status.PASS, f"{len(active)} NVLinks up{unused}")
 
 
 def _link_errors(link: dict[str, Any]) -> int:
@@ -184,38 +170,146 @@ def _link_errors(link: dict[str, Any]) -> int:
 
 
 def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
+    """Every Xid graded by NVIDIA's catalogue (data/xid.toml), per GPU, floods counted once; Xid 154's own
+    recovery verdict; NVSwitch SXids from the same log."""
     if not kernel_log.get("readable"):
         return Result("health.xid", Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
-    rows = []
-    for gpu in gpus:
-        xids = [x for x in kernel_log.get("xids", []) if same_pci(x["pci"], gpu.get("pci_bus_id"))]
-        critical = sorted({x["xid"] for x in xids if x["xid"] in CRITICAL_XIDS})
-        if critical:
-            rows.append(gpu_row(gpu, Status.FAIL, ", ".join(f"Xid {x} ({CRITICAL_XIDS[x]})" for x in critical)))
-        elif xids:
-            rows.append(
-                gpu_row(
-                    gpu,
-                    Status.WARN,
-                    f"Xid {', '.join(str(x) for x in sorted({x['xid'] for x in xids}))} (usually an application fault)",
-                )
-            )
-        else:
-            rows.append(gpu_row(gpu, Status.PASS, "no Xid"))
+    judged = [xid_row(gpu, kernel_log.get("xids", [])) for gpu in gpus]
+    judged += [sxid_row(event) for event in kernel_log.get("sxids", [])]
+    rows = [row for row, _ in judged]
+    actions = {action for _, found in judged for action in found}
     source = kernel_log.get("source") or "dmesg"
+    noted = [f"{r.where}: {r.summary}" for r in rows if r.status == Status.PASS and r.summary != "no Xid"]
+    ok = "no Xid that needs action" + (f" (noted: {'; '.join(noted)})" if noted else " in the kernel log")
     return from_rows(
         "health.xid",
         rows,
-        f"no Xid errors in the kernel log (read with {source})",
+        f"{ok} (read with {source})",
         Remediation(
-            "Critical Xids mean failing hardware or memory: drain the node, reset the GPU, and replace it "
-            "if they recur.",
-            [XID_COMMANDS.get(source, XID_COMMANDS["dmesg"]), "sudo nvidia-smi -i <GPU> -r"],
+            "The Xid catalogue's action for each: drain the node first; a GPU that needs a reset or a reboot "
+            "again after one has failing hardware (replace it).",
+            [XID_COMMANDS.get(source, XID_COMMANDS["dmesg"])] + [ACTION_COMMANDS[a] for a in ACTIONS if a in actions],
         ),
     )
 
 
-XID_COMMANDS = {"dmesg": "sudo dmesg -T | grep -i xid", "journalctl -k": "journalctl -k -b | grep -i xid"}
+XID_COMMANDS = {
+    "dmesg": "sudo dmesg -T | grep -iE 'xid|sxid'",
+    "journalctl -k": "journalctl -k -b | grep -iE 'xid|sxid'",
+}
+ACTIONS = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "RESTART_FABRIC")
+ACTION_COMMANDS = {
+    "RESET_GPU": "sudo nvidia-smi -i <GPU> -r",
+    "RESTART_BM": "sudo reboot",
+    "RESTART_VM": "restart the VM from its cloud console",
+    "RESTART_FABRIC": "sudo systemctl restart nvidia-fabricmanager  # after draining; reboot if it recurs",
+}
+# What a catalogue bucket or an Xid 154 verdict asks of the operator, as one of ACTIONS.
+ACTION_OF = {
+    "RESET_GPU": "RESET_GPU",
+    "WORKFLOW_XID_48": "RESET_GPU",
+    "WORKFLOW_NVLINK_ERR": "RESET_GPU",
+    "GPU Reset Required": "RESET_GPU",
+    "Drain and Reset": "RESET_GPU",
+    "RESTART_BM": "RESTART_BM",
+    "Node Reboot Required": "RESTART_BM",
+    "RESTART_VM": "RESTART_VM",
+}
+RECOVERY_PATTERN = re.compile(r"to 0x[0-9a-fA-F]+ \(([^)]+)\)")
+NVLINK5_XIDS = range(144, 151)
+
+
+def xid_row(gpu: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Row, set[str]]:
+    """This GPU's Xids, worst first in the summary, with the actions they ask for."""
+    mine: dict[int, list[dict[str, Any]]] = {}
+    for event in events:
+        if same_pci(event["pci"], gpu.get("pci_bus_id")):
+            mine.setdefault(event["xid"], []).append(event)
+    if not mine:
+        return gpu_row(gpu, Status.PASS, "no Xid"), set()
+    graded = [grade_xid(code, merge(found), gpu, mine) for code, found in sorted(mine.items())]
+    graded.sort(key=lambda g: -SEVERITY[g[0]])
+    status = worst([g[0] for g in graded])
+    return gpu_row(gpu, status, "; ".join(g[1] for g in graded)), {g[2] for g in graded if g[2]}
+
+
+def merge(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One code's entries (snapshots from before floods were counted hold one per line) as one."""
+    first, last = events[0], events[-1]
+    return {
+        "count": sum(e.get("count", 1) for e in events),
+        "first_time": first.get("first_time"),
+        "last_time": last.get("last_time"),
+        "last_line": last.get("last_line") or last.get("line", ""),
+    }
+
+
+def grade_xid(
+    code: int, event: dict[str, Any], gpu: dict[str, Any], mine: dict[int, list[dict[str, Any]]]
+) -> tuple[Status, str, str | None]:
+    """(status, text, action) for one Xid on one GPU."""
+    entry = xid_catalogue()["xid"].get(str(code))
+    seen = _seen(event)
+    if entry is None:
+        return Status.WARN, f"Xid {code} (not in NVIDIA's catalogue for Ampere and newer){seen}", None
+    _, description, immediate, investigatory = entry
+    if code == 154:
+        verdict = recovery_action(event["last_line"])
+        status = Status(xid_catalogue()["recovery_action"].get(verdict, "warn"))
+        return status, f"Xid 154 (the driver's verdict: {verdict}){seen}", ACTION_OF.get(verdict)
+    if code == 155 and not _corroborated(gpu, mine):
+        return Status.WARN, f"Xid 155 ({description}; no other sign of a link fault){seen}", None
+    status = grade_bucket(immediate, investigatory)
+    action = ACTION_OF.get(immediate)
+    words = xid_catalogue()["bucket_text"].get(immediate, immediate)
+    note = "" if status == Status.PASS else f": {words}" if immediate else ": no action in the catalogue"
+    if code in NVLINK5_XIDS:
+        note = ": severity is in its subcode; Xid 154 carries the driver's verdict"
+    return status, f"Xid {code} ({description}{note}){seen}", action if status == Status.FAIL else None
+
+
+def grade_bucket(immediate: str, investigatory: str) -> Status:
+    grade = xid_catalogue()["grade"]
+    if immediate in grade["fail"]:
+        return Status.FAIL
+    if immediate == "IGNORE":
+        return Status.PASS if investigatory.startswith("IGNORE") else Status.WARN
+    return Status.WARN
+
+
+def recovery_action(line: str) -> str:
+    """The action an Xid 154 line changes to: "... from 0x0 (None) to 0x2 (Node Reboot Required)"."""
+    match = RECOVERY_PATTERN.search(line)
+    return match.group(1) if match else "unreadable"
+
+
+def _corroborated(gpu: dict[str, Any], mine: dict[int, list[dict[str, Any]]]) -> bool:
+    """Xid 155 marks a link down the driver calls intentional; it matters only beside a down NVLink or the
+    driver's own reset or reboot verdict."""
+    link_down = any(not link["active"] for link in gpu.get("nvlinks") or [])
+    verdict = recovery_action(merge(mine[154])["last_line"]) if 154 in mine else "None"
+    return link_down or xid_catalogue()["recovery_action"].get(verdict) == "fail"
+
+
+def _seen(event: dict[str, Any]) -> str:
+    if event["count"] <= 1:
+        return ""
+    span = f", {event['first_time']} to {event['last_time']}" if event.get("first_time") else ""
+    return f" x{event['count']}{span}"
+
+
+def sxid_row(event: dict[str, Any]) -> tuple[Row, set[str]]:
+    """An NVSwitch error: fatal ones take the fabric down (drain, restart the fabric manager), others warn."""
+    switch = {"index": None, "name": f"NVSwitch {event['pci']}", "pci_bus_id": event["pci"]}
+    kind = "fatal" if event["fatal"] else "non-fatal"
+    text = f"SXid {event['sxid']} ({kind}){_seen(event)}"
+    if event["fatal"]:
+        return gpu_row(switch, Status.FAIL, text), {"RESTART_FABRIC"}
+    return gpu_row(switch, Status.WARN, text), set()
+
+
+def xid_catalogue() -> dict[str, Any]:
+    return load_data("xid.toml")
 
 
 @check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})

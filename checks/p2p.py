@@ -72,7 +72,7 @@ def judge(
     for pair in pairs:
         a = gpu_for_cuda_index(pair["src"], devices, gpus)
         b = gpu_for_cuda_index(pair["dst"], devices, gpus)
-        nvml_ok = _nvml_status(topology, a.get("index"), b.get("index")) == 0
+        nvml_ok = expect.p2p_status(topology, a.get("index"), b.get("index")) == 0
         expected = expect.p2p_copy_expectation(a, b, pair["access"])
         status, metric = expect.verdict("copy", pair["gbps"], "GB/s", expected, floor, expect.p2p_peak(a, b))
         target = gpu_label(b)
@@ -113,14 +113,6 @@ def judge(
         rows=rows,
         metrics=metrics,
     )
-
-
-def _nvml_status(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
-    """NVML's P2P status between two GPUs by their NVML indexes (the matrix is in `indexes` order)."""
-    indexes = topology.get("indexes") or []
-    if a not in indexes or b not in indexes:
-        return None
-    return (topology.get("p2p_read") or [])[indexes.index(a)][indexes.index(b)]
 
 
 @check(

@@ -16,39 +16,57 @@ from gpudoctor.runner import CheckContext, live_gpus
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 
 
-def wheel_for(driver: str | None = None, capabilities: list[tuple[int, int]] = ()) -> str:
-    """The newest torch CUDA wheel this driver runs (minor-version compatibility: the driver must reach
-    the wheel's CUDA family minimum) that has code for every GPU."""
+def wheel_for(capabilities: list[tuple[int, int]], machine: str = "x86_64", driver: str | None = None) -> str | None:
+    """The newest official torch CUDA wheel with kernels for every GPU on this host's architecture that this
+    driver runs: fully (the driver reaches the minimum of the toolkit the wheel is built with) if any does,
+    else through minor-version compatibility (the CUDA family minimum); None when no official wheel fits."""
     table = cuda_table()
-    for wheel in table["wheel"]:
-        family_min = table["family_minimum"][wheel["tag"][2:-1]]
-        if (driver is None or not _older(driver, family_min)) and all(
-            arch_supported(cap, wheel["arches"]) for cap in capabilities
-        ):
-            return wheel["tag"]
-    return table["wheel"][-1]["tag"]
+    fitting = [w for w in table["wheel"] if all(covered(c, w.get(machine, []), w["cuda"]) for c in capabilities)]
+    if driver is None:
+        return fitting[0]["tag"] if fitting else None
+    for minimum in (lambda w: toolkit_minimum(w["build"]), lambda w: table["family_minimum"][w["cuda"].split(".")[0]]):
+        runs = [w for w in fitting if not _older(driver, minimum(w) or "0")]
+        if runs:
+            return runs[0]["tag"]
+    return None
+
+
+def stable_wheel() -> str:
+    return cuda_table()["stable_wheel"]
 
 
 def pip_command(tag: str) -> str:
     return f"pip install --force-reinstall torch torchvision --index-url {WHEEL_INDEX}/{tag}"
 
 
-def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
-    """torch's loading rule: a cubin sm_XY runs on X.Z for Z >= Y; PTX compute_XY JIT-compiles for any newer GPU.
+def covered(capability: tuple[int, int], arch_list: list[str], torch_cuda: str | None) -> bool:
+    """Whether any entry of the arch list runs on a device of this compute capability."""
+    return any(runs_on(arch, capability, torch_cuda) for arch in arch_list)
 
-    Arch-specific cubins (sm_90a) run only on exactly that GPU.
-    """
-    major, minor = capability
-    for arch in arch_list:
-        kind, _, digits = arch.partition("_")
-        specific = digits.endswith(("a", "f"))
-        number = int(digits.rstrip("af"))
-        arch_major, arch_minor = divmod(number, 10)
-        if kind == "sm" and arch_major == major and (arch_minor == minor or (not specific and arch_minor <= minor)):
-            return True
-        if kind == "compute" and (arch_major, arch_minor) <= (major, minor):
-            return True
-    return False
+
+def runs_on(arch: str, capability: tuple[int, int], torch_cuda: str | None) -> bool:
+    """torch's loading rule for one `sm_XY[a|f]` cubin or `compute_XY[a|f]` PTX entry (data/cuda.toml)."""
+    kind, _, code = arch.partition("_")
+    suffix = code[-1] if code[-1:] in ("a", "f") else ""
+    number = int(code.rstrip("af"))
+    device = capability[0] * 10 + capability[1]
+    if suffix == "a":
+        return device == number
+    if kind == "compute":
+        return device >= number if not suffix else device // 10 == number // 10 and device >= number
+    return device in cubin_devices(number, torch_cuda)
+
+
+def cubin_devices(code: int, torch_cuda: str | None) -> set[int]:
+    """The compute capabilities (as 10 x major + minor) a plain or family cubin for `code` runs on."""
+    rule = cuda_table()["arch_rule"]
+    if str(code) in rule["only"]:
+        return set(rule["only"][str(code)])
+    excluded = set(rule["exclude"].get(str(code), []))
+    if torch_cuda and not _older(torch_cuda, rule["sbsa_unified_from"]) and code in rule["sbsa_unified"]:
+        excluded = set()
+    major = code // 10
+    return {major * 10 + minor for minor in range(code % 10, 10)} - excluded
 
 
 def judge_import(torch: dict[str, Any]) -> Result:
@@ -66,51 +84,53 @@ def judge_import(torch: dict[str, Any]) -> Result:
 
 def _import_fix(error: str) -> Remediation:
     if "No module named 'torch'" in error:
-        return Remediation("torch is not installed in this Python environment.", [pip_command("cu130")])
+        return Remediation("torch is not installed in this Python environment.", [pip_command(stable_wheel())])
     if "undefined symbol" in error or "cannot open shared object" in error or ".so" in error:
         return Remediation(
             "A CUDA library that torch loads is missing or shadowed by another copy (often a "
             "system CUDA on LD_LIBRARY_PATH ahead of pip's nvidia-* packages).",
-            ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python -c 'import torch'", pip_command("cu130")],
+            ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python -c 'import torch'", pip_command(stable_wheel())],
         )
     return Remediation(
         "Reinstall torch into a clean virtual environment.",
-        ["python -m venv fresh && . fresh/bin/activate", pip_command("cu130")],
+        ["python -m venv fresh && . fresh/bin/activate", pip_command(stable_wheel())],
     )
 
 
-def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any]) -> Result:
+def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str = "x86_64") -> Result:
+    """The driver against the CUDA release torch was actually built with (an official wheel's toolkit update,
+    e.g. 13.0.2 for cu130): below the CUDA family's minimum it cannot run; between that and the build's own
+    minimum it runs through minor-version compatibility only."""
     built = torch.get("cuda")
     driver = nvml.get("driver_version")
     if not built:
         return Result("torch.cuda-driver", Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
-    table = cuda_table()
-    major = built.split(".")[0]
-    family_min = table["family_minimum"].get(major)
-    toolkit_min = table["toolkit_minimum"].get(built, family_min)
+    toolkit = build_toolkit(torch)
+    family_min = cuda_table()["family_minimum"].get(built.split(".")[0])
+    toolkit_min = toolkit_minimum(toolkit)
     metrics = [
-        Metric("driver_version", driver, expected=f">= {toolkit_min}", expected_source=f"CUDA {built} release notes")
+        Metric(
+            "driver_version",
+            driver,
+            expected=f">= {toolkit_min or family_min}",
+            expected_source=f"CUDA {toolkit} release notes (the toolkit torch {torch.get('version')} was built with)",
+        )
     ]
     if not family_min or not driver:
         return Result("torch.cuda-driver", Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
-    driver_cuda = cuda_version_text(nvml.get("cuda_driver_version"))
     if _older(driver, family_min):
         return Result(
             "torch.cuda-driver",
             Status.FAIL,
-            f"torch is built for CUDA {built}, which needs driver >= {family_min}; this node has {driver}",
+            f"torch is built for CUDA {toolkit}, which needs driver >= {family_min}; this node has {driver}",
             metrics=metrics,
-            remediation=Remediation(
-                f"Upgrade the driver to >= {toolkit_min}, or install the torch build for the CUDA "
-                f"release this driver supports ({driver_cuda}).",
-                [pip_command(wheel_for(driver)), "nvidia-smi | head -4"],
-            ),
+            remediation=_older_driver_fix(driver, toolkit_min or family_min, nvml, machine),
         )
     if toolkit_min and _older(driver, toolkit_min):
         return Result(
             "torch.cuda-driver",
             Status.WARN,
-            f"driver {driver} runs CUDA {built} only through minor-version compatibility "
+            f"driver {driver} runs CUDA {toolkit} only through minor-version compatibility "
             f"(full support from {toolkit_min}): no PTX JIT for newer code",
             metrics=metrics,
             remediation=Remediation(
@@ -118,7 +138,38 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any]) -> Result:
                 [f"sudo apt install nvidia-driver-{toolkit_min.split('.')[0]}-server"],
             ),
         )
-    return Result("torch.cuda-driver", Status.PASS, f"driver {driver} supports torch's CUDA {built}", metrics=metrics)
+    return Result("torch.cuda-driver", Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
+
+
+def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: str) -> Remediation:
+    caps = [tuple(g["compute_capability"]) for g in nvml.get("gpus", []) if usable(g) and g.get("compute_capability")]
+    tag = wheel_for(caps, machine, driver)
+    driver_cuda = cuda_version_text(nvml.get("cuda_driver_version"))
+    if tag is None:
+        return Remediation(
+            f"No official torch wheel runs on driver {driver} (CUDA {driver_cuda}) with these GPUs: upgrade the "
+            f"driver to >= {needed}.",
+            [f"sudo apt install nvidia-driver-{needed.split('.')[0]}-server", "nvidia-smi | head -4"],
+        )
+    return Remediation(
+        f"Upgrade the driver to >= {needed}, or install the torch build this driver runs ({tag}).",
+        [pip_command(tag), "nvidia-smi | head -4"],
+    )
+
+
+def build_toolkit(torch: dict[str, Any]) -> str:
+    """The CUDA toolkit torch was built with: an official wheel's exact update (its +cuXYZ tag), else the
+    release torch reports."""
+    built = torch.get("cuda") or ""
+    tag = str(torch.get("version", "")).partition("+")[2]
+    wheel = next((w for w in cuda_table()["wheel"] if w["tag"] == tag and w["cuda"] == built), None)
+    return wheel["build"] if wheel else built
+
+
+def toolkit_minimum(toolkit: str) -> str | None:
+    """The release notes' minimum driver for this toolkit update, else for its GA release."""
+    table = cuda_table()["toolkit_minimum"]
+    return table.get(toolkit) or table.get(".".join(toolkit.split(".")[:2]))
 
 
 def _older(found: str, minimum: str) -> bool:
@@ -128,19 +179,23 @@ def _older(found: str, minimum: str) -> bool:
         return False
 
 
-def judge_cuda_available(torch: dict[str, Any], nvml: dict[str, Any], env: dict[str, str]) -> Result:
+def judge_cuda_available(
+    torch: dict[str, Any], nvml: dict[str, Any], env: dict[str, str], machine: str = "x86_64"
+) -> Result:
     gpus = [g for g in nvml.get("gpus", []) if usable(g)]
     if not gpus:
         detail = "" if not torch.get("cuda") else " (a CUDA build, but this machine has no usable NVIDIA GPU)"
         return Result("torch.cuda-available", Status.SKIP, f"NVML sees no GPU{detail}")
     if not torch.get("cuda"):
         caps = [tuple(g["compute_capability"]) for g in gpus if g.get("compute_capability")]
+        tag = wheel_for(caps, machine, nvml.get("driver_version"))
         return Result(
             "torch.cuda-available",
             Status.FAIL,
             f"torch {torch.get('version')} is a CPU-only build on a machine with {len(gpus)} NVIDIA GPUs",
             remediation=Remediation(
-                "Install a CUDA build of torch.", [pip_command(wheel_for(nvml.get("driver_version"), caps))]
+                "Install a CUDA build of torch.",
+                [pip_command(tag)] if tag else [NO_WHEEL_FIX],
             ),
         )
     broken = [d for d in torch.get("devices") or [] if d.get("error")]
@@ -198,33 +253,42 @@ def device_capabilities(torch: dict[str, Any], gpus: list[dict[str, Any]]) -> li
     return [g for g in gpus if g.get("compute_capability")]
 
 
-def judge_arch(torch: dict[str, Any], gpus: list[dict[str, Any]], driver: str | None) -> Result:
+def judge_arch(
+    torch: dict[str, Any], gpus: list[dict[str, Any]], driver: str | None, machine: str = "x86_64"
+) -> Result:
     if not torch.get("cuda"):
         return Result("torch.arch", Status.SKIP, "CPU-only torch build")
     arch_list = torch.get("arch_list") or []
+    devices = device_capabilities(torch, gpus)
     rows = []
-    for gpu in device_capabilities(torch, gpus):
+    for gpu in devices:
         cap = tuple(gpu["compute_capability"])
-        ok = arch_supported(cap, arch_list)
-        rows.append(
-            gpu_row(
-                gpu,
-                Status.PASS if ok else Status.FAIL,
-                f"sm_{cap[0]}{cap[1]} {'covered' if ok else 'has no kernels in this build'}",
-            )
-        )
-    caps = [tuple(g["compute_capability"]) for g in device_capabilities(torch, gpus)]
-    tag = wheel_for(driver, caps)
-    return from_rows(
-        "torch.arch",
-        rows,
-        f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})",
+        ok = covered(cap, arch_list, torch.get("cuda"))
+        verdict = "covered" if ok else "has no kernels in this build"
+        rows.append(gpu_row(gpu, Status.PASS if ok else Status.FAIL, f"sm_{cap[0]}{cap[1]} {verdict}"))
+    tag = wheel_for([tuple(g["compute_capability"]) for g in devices], machine, driver)
+    fix = (
         Remediation(
-            f"This torch ships kernels for {' '.join(arch_list)} only; training fails with 'no kernel "
-            f"image is available'. The {tag} build covers these GPUs.",
+            f"This torch ships kernels for {' '.join(arch_list)} only; training fails with 'no kernel image is "
+            f"available'. The {tag} build covers these GPUs.",
             [pip_command(tag)],
-        ),
+        )
+        if tag
+        else Remediation(
+            f"This torch ships kernels for {' '.join(arch_list)} only, and no official torch wheel for {machine} "
+            "(data/cuda.toml) covers these GPUs on this driver.",
+            [NO_WHEEL_FIX],
+        )
     )
+    return from_rows(
+        "torch.arch", rows, f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})", fix
+    )
+
+
+NO_WHEEL_FIX = (
+    "no official wheel fits: build torch with TORCH_CUDA_ARCH_LIST set to these GPUs, or use a vendor build "
+    "(NVIDIA NGC container)"
+)
 
 
 def cudnn_version_tuple(version: int) -> tuple[int, int, int]:
@@ -271,7 +335,7 @@ def judge_nccl(torch: dict[str, Any]) -> Result:
             "torch.nccl",
             Status.FAIL,
             "torch.distributed is not available in this build",
-            remediation=Remediation("Install an official torch build.", [pip_command("cu130")]),
+            remediation=Remediation("Install an official torch build.", [pip_command(stable_wheel())]),
         )
     if not torch.get("cuda"):
         status = Status.PASS if info.get("gloo_backend") else Status.FAIL
@@ -361,19 +425,21 @@ def torch_imports(ctx: CheckContext) -> Result:
 @check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("torch", "nvml"))
 def cuda_driver(ctx: CheckContext) -> Result:
     """torch.version.cuda against the driver's minimum (minor-version compatibility included)."""
-    return judge_cuda_driver(ctx.torch, ctx.nvml)
+    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.system.get("machine", "x86_64"))
 
 
 @check("torch.cuda-available", "torch can use the GPUs", needs=("torch",))
 def cuda_available(ctx: CheckContext) -> Result:
     """A CUDA build that initialises CUDA where NVML sees GPUs; when not, the cause."""
-    return judge_cuda_available(ctx.torch, ctx.nvml, ctx.system.get("env", {}))
+    return judge_cuda_available(ctx.torch, ctx.nvml, ctx.system.get("env", {}), ctx.system.get("machine", "x86_64"))
 
 
 @check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"))
 def arch(ctx: CheckContext) -> Result:
     """Each GPU's compute capability against torch's compiled arch list, by torch's own loading rule."""
-    return judge_arch(ctx.torch, live_gpus(ctx.facts), ctx.nvml.get("driver_version"))
+    return judge_arch(
+        ctx.torch, live_gpus(ctx.facts), ctx.nvml.get("driver_version"), ctx.system.get("machine", "x86_64")
+    )
 
 
 @check("torch.cudnn", "cuDNN loads and matches", needs=("torch",))

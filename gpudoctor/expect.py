@@ -6,9 +6,12 @@ model table, the PCIe or NVLink link the facts show, a saved baseline, or a conf
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import permutations
 from typing import Any
 
+from gpudoctor.facts.identity import same_pci
 from gpudoctor.hardware import efficiency, gpu_model, nvlink_gbps, pcie_gbps
 from gpudoctor.model import Metric, Status
 
@@ -81,8 +84,55 @@ def active_nvlinks(gpu: dict[str, Any]) -> int:
 
 def nvlink_generation(gpu: dict[str, Any]) -> int | None:
     versions = [link.get("version") for link in gpu.get("nvlinks") or [] if link["active"]]
-    model = gpu_model(gpu.get("name"))
+    model = gpu_model(gpu)
     return (model or {}).get("nvlink_gen") or (versions[0] if versions else None)
+
+
+def link_rate(gpu: dict[str, Any], links: int) -> float | None:
+    """Per-direction bandwidth of `links` of this GPU's NVLinks, at its model's or its generation's rate."""
+    return nvlink_gbps(nvlink_generation(gpu), links, (gpu_model(gpu) or {}).get("nvlink_link_gbps"))
+
+
+def nvlinks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, str]:
+    """How many NVLinks join two GPUs, and how: directly (a bridge or a cube mesh), through NVSwitch (each
+    GPU's switch links carry its traffic to any peer), or, for facts recorded without the links' far ends,
+    every active link (as an NVSwitch node would be)."""
+    links_a, links_b = (
+        [lk for lk in a.get("nvlinks") or [] if lk["active"]],
+        [lk for lk in b.get("nvlinks") or [] if lk["active"]],
+    )
+    if not links_a or not links_b:
+        return 0, ""
+    if all(lk.get("remote_type") is None for lk in links_a + links_b):
+        return min(len(links_a), len(links_b)), "per GPU"
+    direct = sum(
+        1
+        for lk in links_a
+        if lk.get("remote_type") == "gpu" and same_pci(lk.get("remote_pci_bus_id"), b.get("pci_bus_id"))
+    )
+    if direct:
+        return direct, "bridged" if len(links_a) == direct else "direct"
+    switched = [sum(1 for lk in links if lk.get("remote_type") == "switch") for links in (links_a, links_b)]
+    return (min(switched), "per GPU via NVSwitch") if min(switched) else (0, "")
+
+
+def hop_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> Expectation | None:
+    """What one hop of an all-reduce ring carries between two GPUs: NVLink where they share links, else PCIe
+    (peer to peer, or staged through host memory)."""
+    links, how = nvlinks_between(a, b)
+    theory = link_rate(a, links) if links else None
+    if theory:
+        eff = efficiency("nvlink_allreduce")
+        return Expectation(theory * eff, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s) x {eff}")
+    slowest = min((pcie_gbps(*pcie_link(g)) or 0, pcie_link(g)) for g in (a, b))
+    if not slowest[0]:
+        return None
+    kind = "pcie_allreduce_p2p" if p2p_ok else "pcie_allreduce_no_p2p"
+    gen, width = slowest[1]
+    return Expectation(
+        slowest[0] * efficiency(kind),
+        f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), P2P {'on' if p2p_ok else 'off'}, x {efficiency(kind)}",
+    )
 
 
 def pcie_link(gpu: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -91,30 +141,70 @@ def pcie_link(gpu: dict[str, Any]) -> tuple[int | None, int | None]:
     return link.get("max_gen") or link.get("gen"), link.get("max_width") or link.get("width")
 
 
+def p2p_status(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
+    """NVML's P2P read status between two GPUs by NVML index (0 is OK); the matrix is in `indexes` order."""
+    indexes = topology.get("indexes") or []
+    if a not in indexes or b not in indexes:
+        return None
+    return (topology.get("p2p_read") or [])[indexes.index(a)][indexes.index(b)]
+
+
+MAX_RING_SEARCH = 10  # GPUs; beyond, the ring is taken in index order (an exact search grows as 2**n)
+
+
 def allreduce_expectation(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> Expectation | None:
-    """Large-message bus bandwidth a healthy node of this topology reaches with NCCL."""
+    """Large-message bus bandwidth a healthy node of this topology reaches with NCCL: the slowest hop of the
+    best ring through every GPU. On an NVSwitch node every hop is NVLink; with NVLink-bridged pairs, a ring
+    over more than two GPUs must cross PCIe between pairs, and that hop sets the figure."""
     if len(gpus) < 2:
         return None
-    if all(active_nvlinks(g) for g in gpus):
-        per_gpu = min(nvlink_gbps(nvlink_generation(g), active_nvlinks(g)) or 0 for g in gpus)
-        if per_gpu:
-            links = min(active_nvlinks(g) for g in gpus)
-            gen = nvlink_generation(gpus[0])
-            return Expectation(
-                per_gpu * efficiency("nvlink_allreduce"),
-                f"NVLink {gen} x{links} per GPU ({per_gpu:g} GB/s) x {efficiency('nvlink_allreduce')}",
-            )
-    slowest = min((pcie_gbps(*pcie_link(g)) or 0, pcie_link(g)) for g in gpus)
-    if not slowest[0]:
+    hops = ring_hops(gpus, topology)
+    if hops is None:
         return None
-    p2p = topology.get("p2p_read") or []
-    all_p2p = all(v in (None, 0) for row in p2p for v in row)
-    kind = "pcie_allreduce_p2p" if all_p2p else "pcie_allreduce_no_p2p"
-    gen, width = slowest[1]
-    return Expectation(
-        slowest[0] * efficiency(kind),
-        f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), P2P {'on' if all_p2p else 'off'}, x {efficiency(kind)}",
-    )
+    ring = best_ring(len(gpus), lambda i, j: hops[(i, j)].value)
+    i, j = min(zip(ring, [*ring[1:], ring[0]], strict=True), key=lambda pair: hops[pair].value)
+    slowest = hops[(i, j)]
+    uneven = len({h.value for h in hops.values()}) > 1
+    note = f" (slowest ring hop: GPU {gpus[i].get('index')} - GPU {gpus[j].get('index')})" if uneven else ""
+    return Expectation(slowest.value, slowest.source + note)
+
+
+def ring_hops(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> dict[tuple[int, int], Expectation] | None:
+    """Every ordered pair's hop expectation, or None when some hop has no known link."""
+    hops = {}
+    for i, j in permutations(range(len(gpus)), 2):
+        a, b = gpus[i], gpus[j]
+        hop = hop_expectation(a, b, p2p_status(topology, a.get("index"), b.get("index")) in (None, 0))
+        if hop is None:
+            return None
+        hops[(i, j)] = hop
+    return hops
+
+
+def best_ring(n: int, weight: Callable[[int, int], float]) -> list[int]:
+    """The order of 0..n-1 whose cycle has the largest smallest hop (exact for up to MAX_RING_SEARCH GPUs)."""
+    if n <= 2 or n > MAX_RING_SEARCH:
+        return list(range(n))
+    # best[mask][v]: the largest bottleneck of a path from 0 through `mask` ending at v, and where it came from
+    best: dict[tuple[int, int], tuple[float, int]] = {(1, 0): (float("inf"), -1)}
+    for mask in range(1, 1 << n):
+        for v in range(n):
+            if (mask, v) not in best:
+                continue
+            for w in range(n):
+                if mask & (1 << w):
+                    continue
+                value = min(best[(mask, v)][0], weight(v, w))
+                key = (mask | (1 << w), w)
+                if key not in best or value > best[key][0]:
+                    best[key] = (value, v)
+    full = (1 << n) - 1
+    end = max(range(1, n), key=lambda v: min(best[(full, v)][0], weight(v, 0)))
+    ring, mask, v = [], full, end
+    while v != -1:
+        ring.append(v)
+        v, mask = best[(mask, v)][1], mask & ~(1 << v)
+    return ring[::-1]
 
 
 def pcie_copy_expectation(gpu: dict[str, Any]) -> Expectation | None:
@@ -128,13 +218,13 @@ def pcie_copy_expectation(gpu: dict[str, Any]) -> Expectation | None:
 
 
 def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> Expectation | None:
-    if active_nvlinks(a) and active_nvlinks(b):
-        links = min(active_nvlinks(a), active_nvlinks(b))
-        theory = nvlink_gbps(nvlink_generation(a), links)
-        if theory:
-            return Expectation(
-                theory * efficiency("pcie_copy"), f"NVLink x{links} ({theory:g} GB/s) x {efficiency('pcie_copy')}"
-            )
+    """A copy from one GPU to another: over the NVLinks they share, else PCIe (half, staged through the host,
+    without P2P)."""
+    links, how = nvlinks_between(a, b)
+    theory = link_rate(a, links) if links else None
+    if theory:
+        eff = efficiency("pcie_copy")
+        return Expectation(theory * eff, f"NVLink x{links} {how} ({theory:g} GB/s) x {eff}")
     base = pcie_copy_expectation(a)
     if base and not p2p_ok:
         return Expectation(base.value * 0.5, base.source + ", staged through host memory (no P2P) x 0.5")
@@ -143,7 +233,7 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
 
 def model_peak(gpu: dict[str, Any], key: str) -> Peak | None:
     """The GPU model's datasheet figure `key` as a ceiling."""
-    model = gpu_model(gpu.get("name"))
+    model = gpu_model(gpu)
     if not model or key not in model:
         return None
     return Peak(float(model[key]), f"{model['model']} datasheet")
@@ -157,17 +247,24 @@ def pcie_peak(gpu: dict[str, Any]) -> Peak | None:
 
 def p2p_peak(a: dict[str, Any], b: dict[str, Any]) -> Peak | None:
     """The faster of NVLink between the pair and their PCIe links: a copy cannot beat both."""
-    links = min(active_nvlinks(a), active_nvlinks(b))
-    nvlink = nvlink_gbps(nvlink_generation(a), links) if links else None
+    links, _ = nvlinks_between(a, b)
+    nvlink = link_rate(a, links) if links else None
     pcie = pcie_peak(a)
     if nvlink and (pcie is None or nvlink > pcie.value):
         return Peak(nvlink, f"NVLink x{links}")
     return pcie
 
 
+def unknown_model_note(gpu: dict[str, Any]) -> str:
+    """Said of a GPU the hardware table does not know: its figures are judged against a baseline only."""
+    if gpu_model(gpu) is not None:
+        return ""
+    return f"; {gpu.get('name') or 'this GPU'} is not in the hardware table: judged against a saved baseline only"
+
+
 def model_expectation(gpu: dict[str, Any], key: str, kind: str) -> Expectation | None:
     """The GPU model's datasheet figure `key` (hardware.toml), times what a healthy GPU reaches of it."""
-    model = gpu_model(gpu.get("name"))
+    model = gpu_model(gpu)
     if not model or key not in model:
         return None
     return Expectation(model[key] * efficiency(kind), f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}")

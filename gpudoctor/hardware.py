@@ -14,27 +14,39 @@ else:
 
 
 @cache
-def _load(name: str) -> dict[str, Any]:
+def load_data(name: str) -> dict[str, Any]:
+    """A TOML table shipped in gpudoctor/data (each names its sources)."""
     return tomllib.loads(resources.files("gpudoctor.data").joinpath(name).read_text())
 
 
 def hardware() -> dict[str, Any]:
-    return _load("hardware.toml")
+    return load_data("hardware.toml")
 
 
 def cuda_table() -> dict[str, Any]:
-    return _load("cuda.toml")
+    return load_data("cuda.toml")
 
 
-def gpu_model(name: str | None) -> dict[str, Any] | None:
-    """The table entry whose match pattern occurs in the NVML name, or None for an unknown model."""
-    if not name:
-        return None
-    lowered = name.lower()
-    for entry in hardware()["gpu"]:
-        if any(pattern in lowered for pattern in entry["match"]):
-            return entry
-    return None
+NVIDIA_VENDOR_ID = 0x10DE
+
+
+def gpu_model(gpu: dict[str, Any]) -> dict[str, Any] | None:
+    """The table entry for this exact GPU: its PCI device id where NVML gave one, else its full NVML name.
+    Never a substring: "NVIDIA L40" is not an L4, "A10G" not an A10, "GH200" not an H200."""
+    table = hardware()["gpu"]
+    pci_id = gpu.get("pci_device_id") or 0
+    if pci_id & 0xFFFF == NVIDIA_VENDOR_ID:
+        hit = next((entry for entry in table if pci_id >> 16 in entry["pci_ids"]), None)
+        if hit:
+            return hit
+    name = normal_name(gpu.get("name"))
+    return next((entry for entry in table if name in {normal_name(n) for n in entry["names"]}), None) if name else None
+
+
+def normal_name(name: str | None) -> str:
+    """NVML names with and without the "NVIDIA " older drivers leave off, in one spelling."""
+    text = " ".join((name or "").lower().split())
+    return text.removeprefix("nvidia ")
 
 
 def pcie_gbps(gen: int | None, width: int | None) -> float | None:
@@ -45,9 +57,10 @@ def pcie_gbps(gen: int | None, width: int | None) -> float | None:
     return per_x16 * width / 16 if per_x16 else None
 
 
-def nvlink_gbps(gen: int | None, links: int) -> float | None:
-    """Theoretical NVLink bandwidth per direction of `links` links."""
-    per_link = hardware()["nvlink_link_gbps"].get(str(gen)) if gen else None
+def nvlink_gbps(gen: int | None, links: int, link_gbps: float | None = None) -> float | None:
+    """Theoretical NVLink bandwidth per direction of `links` links: the model's own link rate where the table
+    gives one (GA102's 14.0625 GB/s), else the generation's."""
+    per_link = link_gbps or (hardware()["nvlink_link_gbps"].get(str(gen)) if gen else None)
     return per_link * links if per_link and links else None
 
 

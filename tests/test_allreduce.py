@@ -214,7 +214,7 @@ def topology_case(name: str, p2p_ok: bool | None = None) -> tuple[list[dict], di
 @pytest.mark.parametrize(
     "fixture,p2p,expected,source",
     [
-        ("h100-sxm-8x", None, 351.0, "NVLink 4 x18 per GPU (450 GB/s)"),
+        ("h100-sxm-8x", None, 351.0, "NVLink 4 x18 per GPU via NVSwitch (450 GB/s)"),
         ("l40s-pcie-4x", True, 22.05, "PCIe Gen4 x16 (31.5 GB/s), P2P on"),
         ("l40s-pcie-4x", False, 12.6, "PCIe Gen4 x16 (31.5 GB/s), P2P off"),
     ],

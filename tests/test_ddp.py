@@ -65,7 +65,9 @@ def test_a_rank_that_drifts_is_named(no_leftovers) -> None:
 
 def test_non_finite_values_fail() -> None:
     good_rank = {"rank": 0, "finite": True}
-    assert ddp._finite([good_rank, {"rank": 1, "finite": False}]).summary.endswith("on rank 1")
+    result = ddp._finite([good_rank, {"rank": 1, "finite": False}])
+    assert result.status.value == "fail" and result.summary.endswith("on rank 1")
+    assert ddp._finite([good_rank, {"rank": 1, "finite": True}]).status.value == "pass"
 
 
 def test_loss_that_does_not_fall_fails() -> None:

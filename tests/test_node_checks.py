@@ -63,9 +63,15 @@ FAULTS = {
         "torch.cuda-driver",
         "fail",
         "needs driver >= 580.65.06; this node has 535.104.05",
-        "whl/cu128",
+        "whl/cu126",
     ),
     "fault-minor-compat-driver": ("torch.cuda-driver", "warn", "minor-version compatibility", "nvidia-driver-570"),
+    "fault-driver-before-wheel-update": (
+        "torch.cuda-driver",
+        "warn",
+        "runs CUDA 13.0.2 only through minor-version compatibility (full support from 580.95.05)",
+        "nvidia-driver-580",
+    ),
     "fault-cpu-only-torch": (
         "torch.cuda-available",
         "fail",
@@ -137,8 +143,18 @@ FAULTS = {
     "fault-pcie-replays": ("health.pcie", "warn", "GPU 1: 5000 PCIe replays", "LnkSta"),
     "fault-nvlink-down": ("health.nvlink", "fail", "GPU 5: 1 of 18 NVLinks down (links 7)", "nvlink -s"),
     "fault-nvlink-crc": ("health.nvlink", "warn", "link 3: 9000", "nvlink -e"),
-    "fault-xid-79": ("health.xid", "fail", "GPU 3: Xid 79 (GPU has fallen off the bus)", "grep -i xid"),
-    "fault-xid-13": ("health.xid", "warn", "GPU 0: Xid 13", "grep -i xid"),
+    "fault-xid-79": (
+        "health.xid",
+        "fail",
+        "GPU 3: Xid 79 (GPU has fallen off the bus: reboot the node)",
+        "sudo reboot",
+    ),
+    "fault-xid-13": (
+        "health.xid",
+        "warn",
+        "GPU 0: Xid 13 (graphics engine exception: restart the application)",
+        "grep -iE",
+    ),
 }
 
 
@@ -263,10 +279,25 @@ def test_expected_gpu_count_mismatch_fails() -> None:
     assert result.status.value == "fail" and result.summary == "found 4 GPUs, expected 8"
 
 
-@pytest.mark.parametrize("path", sorted(SNAPSHOTS.glob("*.json")), ids=lambda p: p.stem)
-def test_replaying_the_recording_reproduces_the_facts(path) -> None:
-    snap = load_snapshot(path.stem)
-    assert replay_nvml(snap) == snap["nvml"]
+def test_the_gateway_decodes_recorded_answers_into_facts() -> None:
+    """What the gateway makes of NVML's raw answers, written out by hand for one GPU of two nodes (the
+    recordings hold pynvml's values: milliwatts, bytes, enum numbers, struct fields)."""
+    h100 = replay_nvml(load_snapshot("h100-sxm-8x"))
+    gpu = h100["gpus"][3]
+    assert (gpu["name"], gpu["pci_bus_id"], gpu["pci_device_id"]) == (
+        "NVIDIA H100 80GB HBM3",
+        "00000000:48:00.0",
+        0x233010DE,
+    )
+    assert (gpu["memory_total_mib"], gpu["power_limit_w"], gpu["compute_capability"]) == (81559, 700.0, [9, 0])
+    assert gpu["ecc_mode"] == {"current": True, "pending": True} and gpu["retired_pages"] is None
+    assert gpu["pcie"] == {"gen": 5, "max_gen": 5, "gpu_max_gen": 5, "width": 16, "max_width": 16, "replays": 9}
+    assert len(gpu["nvlinks"]) == 18 and gpu["nvlinks"][17]["remote_type"] == "switch"
+    assert gpu["fabric"] == {"state": 3, "status": 0, "health_mask": 0, "health_summary": 0}
+    assert h100["topology"]["common_ancestor"][0][7] == 50 and h100["topology"]["p2p_read"][0][1] == 0
+    rtx = replay_nvml(load_snapshot("rtx2080s-consumer-1x"))["gpus"][0]
+    assert (rtx["ecc_mode"], rtx["remapped_rows"], rtx["temperature_slowdown_c"]) == (None, None, 97)
+    assert rtx["pcie"]["gen"] == 1 and rtx["nvlinks"] == [] and rtx["processes"] == []
 
 
 def test_fixtures_are_current(tmp_path) -> None:
@@ -343,5 +374,5 @@ def test_journal_is_read_where_dmesg_is_restricted(tmp_path, monkeypatch) -> Non
     log = read_kernel_log()
     assert (log["readable"], log["source"], [x["xid"] for x in log["xids"]]) == (True, "journalctl -k", [79])
     result = judge_xid(log, load_snapshot("h100-sxm-8x")["nvml"]["gpus"])
-    assert result.status.value == "fail" and "Xid 79 (GPU has fallen off the bus)" in result.summary
-    assert result.remediation.commands[0] == "journalctl -k -b | grep -i xid"
+    assert result.status.value == "fail" and "Xid 79 (GPU has fallen off the bus: reboot the node)" in result.summary
+    assert result.remediation.commands[:2] == ["journalctl -k -b | grep -iE 'xid|sxid'", "sudo reboot"]

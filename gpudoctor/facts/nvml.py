@@ -171,6 +171,8 @@ PROCESS_LISTS = (
     ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
 )
 NO_MIG_INSTANCE = 0xFFFFFFFF
+# nvmlIntNvLinkDeviceType_t: what the far end of an NVLink is.
+NVLINK_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 
 
 class Gateway:
@@ -387,6 +389,12 @@ class Gateway:
                     "link": link,
                     "active": bool(active),
                     "version": self.q("nvmlDeviceGetNvLinkVersion", d, link),
+                    "remote_type": self.q(
+                        "nvmlDeviceGetNvLinkRemoteDeviceType", d, link, convert=NVLINK_REMOTE_TYPES.get
+                    ),
+                    "remote_pci_bus_id": self.q(
+                        "nvmlDeviceGetNvLinkRemotePciInfo", d, link, convert=lambda p: p["busId"]
+                    ),
                     **counters,
                 }
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import re
 import resource
 import shutil
@@ -15,6 +16,8 @@ import psutil
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "CUDA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "OMP_NUM_THREADS", "NVIDIA_")
 XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
+SXID_PATTERN = re.compile(r"SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+), (Fatal|Non-fatal)", re.IGNORECASE)
+TIME_PATTERN = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 
 
 def start_nvcc() -> subprocess.Popen[str] | None:
@@ -43,6 +46,7 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
     return {
         "hostname": os.uname().nodename,
         "kernel": os.uname().release,
+        "machine": platform.machine(),
         "shm_bytes": _shm_bytes(root / "dev/shm"),
         "memory_bytes": psutil.virtual_memory().total,
         "cpu_count": os.cpu_count(),
@@ -147,20 +151,21 @@ def _infiniband(root: Path) -> list[dict[str, Any]]:
 # This boot's kernel log, first reader that works. Where kernel.dmesg_restrict stops dmesg, members of the
 # adm or systemd-journal groups can still read the kernel messages through the journal.
 KERNEL_LOG_READERS = (
-    ("dmesg", ["dmesg", "--notime"]),
-    ("journalctl -k", ["journalctl", "-k", "-b", "-q", "--no-pager", "-o", "cat"]),
+    ("dmesg", ["dmesg", "--time-format", "iso"]),
+    ("journalctl -k", ["journalctl", "-k", "-b", "-q", "--no-pager", "-o", "short-iso"]),
 )
 
 
 def read_kernel_log() -> dict[str, Any]:
-    """Xid lines from the kernel log; unreadable without privilege on many systems, which is said."""
+    """Xid (GPU) and SXid (NVSwitch) events from the kernel log; unreadable without privilege on many
+    systems, which is said."""
     reasons = []
     for name, argv in KERNEL_LOG_READERS:
         text, reason = _read_with(name, argv)
         if reason is None:
-            return {"readable": True, "reason": None, "source": name, "xids": parse_xids(text)}
+            return {"readable": True, "reason": None, "source": name, **parse_events(text)}
         reasons.append(reason)
-    return {"readable": False, "reason": "; ".join(reasons), "source": None, "xids": []}
+    return {"readable": False, "reason": "; ".join(reasons), "source": None, "xids": [], "sxids": []}
 
 
 def _read_with(name: str, argv: list[str]) -> tuple[str, str | None]:
@@ -180,13 +185,28 @@ def _read_with(name: str, argv: list[str]) -> tuple[str, str | None]:
     return proc.stdout, None
 
 
-def parse_xids(text: str) -> list[dict[str, Any]]:
-    xids = []
+def parse_events(text: str) -> dict[str, list[dict[str, Any]]]:
+    """Xid and SXid lines, one entry per device and code however often it repeats (a flood of thousands
+    of the same Xid is one entry with its count, first and last time and line)."""
+    xids: dict[tuple[str, int], dict[str, Any]] = {}
+    sxids: dict[tuple[str, int], dict[str, Any]] = {}
     for line in text.splitlines():
-        match = XID_PATTERN.search(line)
-        if match:
-            xids.append({"pci": match.group(1), "xid": int(match.group(2)), "line": line.strip()[:300]})
-    return xids
+        if match := XID_PATTERN.search(line):
+            _count(xids, line, match.group(1), int(match.group(2)), {"xid": int(match.group(2))})
+        elif match := SXID_PATTERN.search(line):
+            fatal = match.group(3).lower() == "fatal"
+            _count(sxids, line, match.group(1), int(match.group(2)), {"sxid": int(match.group(2)), "fatal": fatal})
+    return {"xids": list(xids.values()), "sxids": list(sxids.values())}
+
+
+def _count(seen: dict[tuple[str, int], dict[str, Any]], line: str, pci: str, code: int, fields: dict[str, Any]) -> None:
+    time_match = TIME_PATTERN.match(line.strip())
+    time = time_match.group(1) if time_match else None
+    text = line.strip()[:300]
+    entry = seen.setdefault(
+        (pci.lower(), code), {"pci": pci, **fields, "count": 0, "first_time": time, "first_line": text}
+    )
+    entry.update(count=entry["count"] + 1, last_time=time, last_line=text)
 
 
 def describe_processes(pids: list[int]) -> dict[str, dict[str, Any]]:

@@ -323,11 +323,8 @@ nvmlReturn_t DECLDIR nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned
     return rc == NVML_SUCCESS ? copy_string(value, uuid, length) : rc;
 }
 
-nvmlReturn_t DECLDIR nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-    const char *value;
-    DEVICE_CHECK(device);
-    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetPciInfo_v3(gpu%u)", device->index);
-    if (rc != NVML_SUCCESS) return rc;
+/* nvmlPciInfo_t from "name=value" fields, padding filled as a driver may leave it. */
+static void fill_pci(const char *value, nvmlPciInfo_t *pci) {
     nvmlPciInfo_t info;
     memset(&info, GARBAGE, sizeof info);
     field_string(value, "busId", info.busId, sizeof info.busId);
@@ -338,7 +335,14 @@ nvmlReturn_t DECLDIR nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t 
     info.pciDeviceId = (unsigned int)field(value, "pciDeviceId", 0);
     info.pciSubSystemId = (unsigned int)field(value, "pciSubSystemId", 0);
     memcpy(pci, &info, sizeof info);
-    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+    const char *value;
+    DEVICE_CHECK(device);
+    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetPciInfo_v3(gpu%u)", device->index);
+    if (rc == NVML_SUCCESS) fill_pci(value, pci);
+    return rc;
 }
 
 DEVICE_TWO_NUMBERS(nvmlDeviceGetCudaComputeCapability, int)
@@ -514,6 +518,15 @@ DEVICE_NUMBER(nvmlDeviceGetMaxPcieLinkWidth, unsigned int)
 DEVICE_NUMBER(nvmlDeviceGetPcieReplayCounter, unsigned int)
 DEVICE_ARG_NUMBER(nvmlDeviceGetNvLinkState, unsigned int, nvmlEnableState_t)
 DEVICE_ARG_NUMBER(nvmlDeviceGetNvLinkVersion, unsigned int, unsigned int)
+DEVICE_ARG_NUMBER(nvmlDeviceGetNvLinkRemoteDeviceType, unsigned int, nvmlIntNvLinkDeviceType_t)
+
+nvmlReturn_t DECLDIR nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+    const char *value;
+    DEVICE_CHECK(device);
+    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetNvLinkRemotePciInfo(gpu%u,%u)", device->index, link);
+    if (rc == NVML_SUCCESS) fill_pci(value, pci);
+    return rc;
+}
 
 nvmlReturn_t DECLDIR nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
                                                      nvmlNvLinkErrorCounter_t counter, unsigned long long *counterValue) {

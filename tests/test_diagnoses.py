@@ -1,0 +1,284 @@
+"""Verdicts checked against their primary sources (cited in gpudoctor/data): torch's arch rule, the torch
+wheel matrix, CUDA's minimum drivers, NVIDIA's Xid catalogue, exact GPU identification from PCI ids, and
+NVLink expectations from the links' real far ends."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import judge, load_snapshot
+from gpudoctor.checks import compute, ddp, health, torch_build
+
+from gpudoctor import expect
+from gpudoctor.facts.system import parse_events
+from gpudoctor.hardware import cuda_table, gpu_model
+from gpudoctor.runner import live_gpus
+
+H100 = load_snapshot("h100-sxm-8x")
+
+
+@pytest.mark.parametrize(
+    "arch,capability,torch_cuda,runs",
+    [
+        ("sm_100f", (10, 3), "13.0", True),  # family-specific: every later minor of the family
+        ("sm_120f", (12, 1), "13.0", True),
+        ("sm_100", (10, 3), "13.0", True),
+        ("sm_100a", (10, 3), "13.0", False),  # architecture-specific: exactly 10.0
+        ("sm_90a", (9, 0), "13.0", True),
+        ("compute_90a", (10, 0), "13.0", False),  # arch-specific PTX does not JIT forward
+        ("compute_90", (10, 0), "13.0", True),  # plain PTX does
+        ("compute_100f", (12, 0), "13.0", False),  # family PTX stays in its family
+        ("compute_100f", (10, 3), "13.0", True),
+        ("sm_90", (10, 0), "13.0", False),  # cubins never cross a major
+        ("sm_80", (8, 7), "13.0", False),  # torch excludes the integrated Orin from sm_80/86 ...
+        ("sm_86", (8, 7), "13.0", False),
+        ("sm_80", (8, 7), "13.2", True),  # ... until CUDA 13.2 unified Jetson and SBSA
+        ("sm_70", (7, 2), "12.6", False),
+        ("sm_100", (10, 1), "13.0", False),
+        ("sm_101", (11, 0), "13.0", True),  # 10.1 was renamed 11.0 (Thor)
+        ("sm_110", (10, 1), "13.0", True),
+        ("sm_87", (8, 9), "13.0", False),
+    ],
+)
+def test_torch_arch_rule(arch: str, capability: tuple[int, int], torch_cuda: str, runs: bool) -> None:
+    assert torch_build.runs_on(arch, capability, torch_cuda) is runs
+
+
+def with_gpus(capability: list[int], arch_list: list[str], name: str = "NVIDIA B300 SXM6 AC") -> dict:
+    """The H100 node's torch and NVML facts with every GPU changed to another compute capability."""
+    torch = copy.deepcopy(H100["torch"])
+    torch["arch_list"] = arch_list
+    for device in torch["devices"]:
+        device["capability"] = capability
+    gpus = [{**g, "name": name, "compute_capability": capability} for g in live_gpus(H100)]
+    return {"torch": torch, "gpus": gpus}
+
+
+def test_a_family_cubin_covers_a_later_minor_of_its_family() -> None:
+    node = with_gpus([10, 3], ["sm_90", "sm_100f"])
+    assert torch_build.judge_arch(node["torch"], node["gpus"], "590.48.01").status.value == "pass"
+    node = with_gpus([10, 3], ["sm_90", "sm_100a", "compute_90a"])
+    result = torch_build.judge_arch(node["torch"], node["gpus"], "590.48.01")
+    assert result.status.value == "fail" and "sm_103 has no kernels in this build" in result.summary
+
+
+def test_no_wheel_is_named_that_lacks_the_gpu() -> None:
+    """Thor (11.0) has kernels only in the aarch64 CUDA 13 wheels; on x86_64 no official wheel fits."""
+    assert torch_build.wheel_for([(11, 0)], "x86_64", "590.48.01") is None
+    assert torch_build.wheel_for([(11, 0)], "aarch64", "590.48.01") == "cu130"
+    assert torch_build.wheel_for([(11, 0)], "aarch64", "595.71.05") == "cu132"
+    node = with_gpus([11, 0], ["sm_90"], "NVIDIA Thor")
+    result = torch_build.judge_arch(node["torch"], node["gpus"], "590.48.01")
+    assert result.status.value == "fail" and "no official torch wheel for x86_64" in result.remediation.why
+    assert result.remediation.commands[0].startswith("no official wheel fits")
+
+
+@pytest.mark.parametrize(
+    "capability,driver,wheel",
+    [
+        ((9, 0), "590.48.01", "cu130"),  # cu132 is built with 13.2.1 (595.58.03): full support wins
+        ((9, 0), "595.71.05", "cu132"),
+        ((9, 0), "535.104.05", "cu126"),  # only minor-version compatibility: CUDA 12's family minimum
+        ((7, 0), "595.71.05", "cu126"),  # Volta left the CUDA 13 wheels
+        ((6, 1), "595.71.05", "cu126"),
+        ((10, 0), "535.104.05", None),  # Blackwell needs a CUDA 13 wheel, and that a 580+ driver
+        ((3, 7), "595.71.05", None),
+    ],
+)
+def test_wheel_for(capability: tuple[int, int], driver: str, wheel: str | None) -> None:
+    assert torch_build.wheel_for([capability], "x86_64", driver) == wheel
+
+
+def test_wheel_matrix_and_minimum_drivers_follow_the_release_notes() -> None:
+    table = cuda_table()
+    assert [w["tag"] for w in table["wheel"]] == ["cu132", "cu130", "cu126"]
+    assert [w["build"] for w in table["wheel"]] == ["13.2.1", "13.0.2", "12.6.3"]
+    minimum = table["toolkit_minimum"]
+    assert (minimum["11.0"], minimum["13.1"], minimum["13.2"]) == ("450.51.05", "590.44.01", "595.45.04")
+    assert (minimum["12.6.3"], minimum["12.8.1"], minimum["13.0.2"]) == ("560.35.05", "570.124.06", "580.95.05")
+
+
+def test_driver_judged_against_the_toolkit_the_wheel_was_built_with() -> None:
+    """580.82.07 runs CUDA 13.0 GA but not the 13.0.2 the cu130 wheel is built with: a warning, not a pass."""
+    result = judge("fault-driver-before-wheel-update")["torch.cuda-driver"]
+    assert result.status.value == "warn"
+    assert "runs CUDA 13.0.2 only through minor-version compatibility (full support from 580.95.05)" in result.summary
+    assert judge("h100-sxm-8x")["torch.cuda-driver"].summary == "driver 590.48.01 supports torch's CUDA 13.0.2"
+
+
+def xid_result(log: str, gpus: list[dict] | None = None):
+    events = parse_events(log)
+    return health.judge_xid({"readable": True, "source": "dmesg", **events}, gpus or live_gpus(H100))
+
+
+def xid_line(xid: int, text: str = "", gpu_bus: str = "0000:18:00", time: str = "2026-11-20T03:12:01") -> str:
+    return f"{time},123456+00:00 NVRM: Xid (PCI:{gpu_bus}): {xid}, pid=4242, name=python, {text}"
+
+
+@pytest.mark.parametrize(
+    "xid,status,words",
+    [
+        (63, "pass", "noted: GPU 0: Xid 63 (GPU memory row remapping / page retirement event)"),
+        (92, "warn", "Xid 92 (high single-bit ECC error rate: no immediate action; investigate if it recurs)"),
+        (94, "warn", "Xid 94 (contained memory error: restart the application)"),
+        (121, "warn", "Xid 121 (corrected C2C (Grace-GPU NVLink) errors: no immediate action"),
+        (13, "warn", "Xid 13 (graphics engine exception: restart the application)"),
+        (46, "fail", "Xid 46 (GPU stopped processing: reset the GPU)"),
+        (62, "fail", "Xid 62 (internal micro-controller halt: reset the GPU)"),
+        (79, "fail", "Xid 79 (GPU has fallen off the bus: reboot the node)"),
+        (109, "fail", "Xid 109 (context switch timeout: reset the GPU)"),
+        (110, "fail", "Xid 110 (security fault: reset the GPU)"),
+        (136, "fail", "Xid 136 (NVLink training failed: reset the GPU)"),
+        (143, "fail", "Xid 143 (GPU initialization error: reset the GPU)"),
+        (145, "warn", "Xid 145 (NVLink RLW error: severity is in its subcode; Xid 154 carries the driver's verdict)"),
+        (151, "fail", "Xid 151 (key rotation error: restart the VM)"),
+        (155, "warn", "Xid 155 (NVLink link down flagged intentional; no other sign of a link fault)"),
+        (156, "fail", "Xid 156 (resource retirement event: reset the GPU)"),
+        (157, "warn", "Xid 157 (resource retirement failure (no spare resources): no immediate action"),
+        (158, "fail", "Xid 158 (GPU fatal timeout: reset the GPU)"),
+        (999, "warn", "Xid 999 (not in NVIDIA's catalogue for Ampere and newer)"),
+    ],
+)
+def test_xid_graded_by_the_catalogue(xid: int, status: str, words: str) -> None:
+    result = xid_result(xid_line(xid))
+    assert result.status.value == status, result.summary
+    assert words in result.summary
+
+
+def test_xid_154_carries_the_drivers_verdict() -> None:
+    line = xid_line(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+    result = xid_result(xid_line(145) + "\n" + line)
+    assert result.status.value == "fail"
+    assert "Xid 154 (the driver's verdict: Node Reboot Required)" in result.summary
+    assert "sudo reboot" in result.remediation.commands
+    reset = xid_result(xid_line(154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"))
+    assert reset.status.value == "fail" and "sudo nvidia-smi -i 0 -r" in reset.remediation.commands
+    recovered = xid_result(xid_line(154, "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"))
+    assert recovered.status.value == "pass"
+
+
+def test_xid_155_fails_only_with_a_corroborating_signal() -> None:
+    gpus = copy.deepcopy(live_gpus(H100))
+    gpus[0]["nvlinks"][4]["active"] = False
+    assert xid_result(xid_line(155), gpus).status.value == "fail"
+    verdict = xid_line(154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
+    assert xid_result(xid_line(155) + "\n" + verdict).status.value == "fail"
+
+
+def test_an_xid_flood_is_one_finding_with_its_count_and_span() -> None:
+    lines = [xid_line(13, time=f"2026-11-20T03:{i // 60:02d}:{i % 60:02d}") for i in range(3600)]
+    events = parse_events("\n".join(lines))
+    assert len(events["xids"]) == 1 and events["xids"][0]["count"] == 3600
+    result = xid_result("\n".join(lines))
+    assert "GPU 0: Xid 13 (graphics engine exception: restart the application) x3600, " in result.summary
+    assert "2026-11-20T03:00:00 to 2026-11-20T03:59:59" in result.summary
+
+
+def test_nvswitch_sxids_from_the_same_log() -> None:
+    fatal = "2026-11-20T03:12:05,1+00:00 nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 44 TSTATE"
+    benign = "2026-11-20T03:12:06,1+00:00 nvidia-nvswitch0: SXid (PCI:0000:06:00.0): 12028, Non-fatal, Link 32"
+    result = xid_result(fatal + "\n" + benign)
+    assert result.status.value == "fail"
+    assert "NVSwitch 0000:05:00.0: SXid 24007 (fatal)" in result.summary
+    assert "NVSwitch 0000:06:00.0: SXid 12028 (non-fatal)" in result.summary
+    assert any("nvidia-fabricmanager" in c for c in result.remediation.commands)
+
+
+@pytest.mark.parametrize(
+    "name,pci_id,model",
+    [
+        ("NVIDIA L40", 0x26B510DE, "L40"),
+        ("NVIDIA L4", 0x27B810DE, "L4"),
+        ("NVIDIA A10G", 0x223710DE, "A10G"),
+        ("NVIDIA A10", 0x223610DE, "A10"),
+        ("NVIDIA H200 NVL", 0x233B10DE, "H200 NVL"),
+        ("NVIDIA H200", 0x233510DE, "H200 SXM"),
+        ("NVIDIA GH200 480GB", 0x234210DE, "GH200 96GB HBM3"),
+        ("NVIDIA GB200", 0x294110DE, "GB200"),
+        ("NVIDIA B200", 0x290110DE, "B200"),
+        ("NVIDIA B300 SXM6 AC", 0x318210DE, "B300"),
+        (
+            "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+            0x2BB410DE,
+            "RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        ),
+        ("NVIDIA GeForce RTX 4090 D", 0x268510DE, None),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", 0x275710DE, None),
+        ("GeForce RTX 4090", None, "GeForce RTX 4090"),  # older drivers drop "NVIDIA "; no PCI id: the name
+        ("NVIDIA H100 PCIe", None, "H100 PCIe"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None, None),
+    ],
+)
+def test_gpus_are_identified_exactly(name: str, pci_id: int | None, model: str | None) -> None:
+    found = gpu_model({"name": name, "pci_device_id": pci_id})
+    assert (found or {}).get("model") == model
+
+
+def test_every_gpu_entry_names_its_source_and_unique_pci_ids() -> None:
+    from gpudoctor.hardware import hardware
+
+    ids = [i for entry in hardware()["gpu"] for i in entry["pci_ids"]]
+    assert len(ids) == len(set(ids))
+    assert all(entry.get("source") for entry in hardware()["gpu"])
+
+
+def test_an_unknown_gpu_is_judged_against_a_baseline_only() -> None:
+    gpu = {"index": 0, "name": "NVIDIA GeForce RTX 4090 D", "pci_device_id": 0x268510DE}
+    measured = [
+        ({"cuda_index": 0, "bf16": {"tflops": 150, "rel_error": 1e-3}, "tf32": {"tflops": 80, "rel_error": 1e-3}}, gpu)
+    ]
+    result = compute.judge(measured, 0.75, {})
+    assert result.status.value == "warn"
+    assert "is not in the hardware table: judged against a saved baseline only" in result.summary
+    baseline = {p: expect.Expectation(f, "baseline b.json", floor=0.9) for p, f in (("bf16", 150.0), ("tf32", 80.0))}
+    assert compute.judge(measured, 0.75, baseline).status.value == "pass"
+
+
+def test_bridged_pairs_bind_a_four_gpu_ring_to_pcie() -> None:
+    """4x H100 NVL as two bridged pairs: a ring over four GPUs crosses PCIe between the pairs, so the
+    expectation is PCIe's (here without P2P between the pairs), not 12 NVLinks'."""
+    snap = load_snapshot("h100-nvl-4x")
+    exp = expect.allreduce_expectation(live_gpus(snap), snap["nvml"]["topology"])
+    assert exp.value == pytest.approx(63.0 * 0.40)
+    assert exp.source.startswith("PCIe Gen5 x16 (63 GB/s), P2P off") and "slowest ring hop" in exp.source
+    pair = live_gpus(snap)[:2]
+    assert expect.allreduce_expectation(pair, snap["nvml"]["topology"]).value == pytest.approx(12 * 25 * 0.78)
+    copy_01 = expect.p2p_copy_expectation(pair[0], pair[1], True)
+    assert copy_01.source.startswith("NVLink x12 bridged (300 GB/s)")
+    assert expect.p2p_copy_expectation(live_gpus(snap)[0], live_gpus(snap)[2], False).source.startswith("PCIe Gen5")
+
+
+def test_ga102_nvlink_runs_at_its_own_link_rate() -> None:
+    snap = load_snapshot("a6000-2x")
+    exp = expect.allreduce_expectation(live_gpus(snap), snap["nvml"]["topology"])
+    assert exp.value == pytest.approx(4 * 14.0625 * 0.78)
+    assert exp.source.startswith("NVLink 3 x4 bridged (56.25 GB/s)")
+
+
+def test_unused_nvlinks_of_a_bridged_board_are_not_down() -> None:
+    assert judge("h100-nvl-4x")["health.nvlink"].rows[0].summary == "12 NVLinks up (6 more unused on this board)"
+    snap = load_snapshot("h100-nvl-4x")
+    gpu = copy.deepcopy(live_gpus(snap)[1])
+    for link in gpu["nvlinks"][8:12]:
+        link["active"] = False
+    row = health.nvlink_row(gpu, 100)
+    assert row.status.value == "fail" and row.summary.startswith("4 of 12 NVLinks down (inactive: links 8, 9, 10, 11")
+
+
+@pytest.mark.parametrize("fixture", ["h100-nvl-4x", "a6000-2x"])
+def test_bridged_nodes_pass_what_applies(fixture: str) -> None:
+    results = judge(fixture, expect_gpus=len(live_gpus(load_snapshot(fixture))))
+    assert {r.status.value for r in results.values()} <= {"pass", "skip"}, {
+        k: r.summary for k, r in results.items() if r.status.value not in ("pass", "skip")
+    }
+
+
+def test_gpus_without_bf16_train_fp16_with_loss_scaling() -> None:
+    p = ddp.resolve({}, "cuda", False, [(7, 0)] * 8)
+    assert p["precision"] == "fp16" and "fp16 autocast with loss scaling" in ddp.describe(p, "cuda")
+    assert ddp.resolve({}, "cuda", False, [(9, 0)])["precision"] == "bf16"
+    assert ddp.resolve({"precision": "fp32"}, "cuda", False, [(7, 5)])["precision"] == "fp32"
+    v100 = live_gpus(load_snapshot("fault-v100-cu130"))
+    figure = ddp.reference_figure(v100, p, 8)
+    assert figure.value == pytest.approx(8322 / 8) and "V100 SXM2 16GB" in figure.source
