@@ -22,6 +22,7 @@ from gpudoctor.checks import ddp
 from torch.nn.parallel import DistributedDataParallel
 
 from gpudoctor.launch import free_port, launch
+from gpudoctor.model import Status
 
 
 def plain_rank(rank: int, world: int, port: int, p: dict, queue: object) -> None:
@@ -66,7 +67,7 @@ def plain(world: int, p: dict) -> float:
 
 def tool(world: int, p: dict) -> float:
     outcome = launch("gpudoctor.checks.ddp:worker", world, "nccl" if torch.cuda.is_available() else "gloo", p, 900)
-    if outcome.status != "ok":
+    if outcome.status != Status.PASS:
         sys.exit(f"gpudoctor run failed: {outcome.message}")
     return p["batch_size"] / statistics.median(s for rank in outcome.data for s in rank["step_s"])
 
@@ -78,7 +79,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0)
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    p = ddp.resolve({"steps": args.steps}, device, False)
+    p = ddp.resolve({"steps": args.steps}, device)
     mine, theirs = [], []
     for round_ in range(args.rounds):  # ABBA order: whatever runs second in a pair gains nothing
         if round_ % 2:

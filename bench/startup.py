@@ -1,7 +1,8 @@
 """How fast gpudoctor answers, against torch's own import and torch's collect_env, measured in one run.
 
 Alternates the commands round by round (so drift hits all of them alike) and prints each median and the
-ratios the project aims for: quick level <= 1.15x `import torch` and below collect_env; --help < 0.15 s.
+ratios the project aims for: quick level <= 1.15x `import torch` and below collect_env; --help < 0.15 s; the
+checks that read no torch facts (`--only health driver`) never import it.
 
     python bench/startup.py [--rounds 7]
 """
@@ -20,6 +21,7 @@ GPUDOCTOR = shutil.which("gpudoctor") or os.path.join(os.path.dirname(sys.execut
 COMMANDS = {
     "gpudoctor --help": [GPUDOCTOR, "--help"],
     "gpudoctor check --level quick": [GPUDOCTOR, "check", "--level", "quick"],
+    "gpudoctor check --only health driver": [GPUDOCTOR, "check", "--only", "health", "driver"],
     "python -c 'import torch'": [sys.executable, "-c", "import torch"],
     "python -m torch.utils.collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
 }
@@ -49,6 +51,8 @@ def main() -> None:
     print(f"\nquick / import torch      = {quick / torch_import:.2f}  (goal <= 1.15)")
     print(f"quick / collect_env       = {quick / median['python -m torch.utils.collect_env']:.2f}  (goal < 1)")
     print(f"--help                    = {median['gpudoctor --help']:.3f} s  (goal < 0.15 s)")
+    probe = median["gpudoctor check --only health driver"]
+    print(f"health+driver / import torch = {probe / torch_import:.2f}  (no torch imported)")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor import expect
-from gpudoctor.launch import RankContext
-from gpudoctor.model import Metric, Remediation, Result, Status
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, launch_failure, live_gpus
+from gpudoctor.api import CheckContext, Metric, RankContext, Remediation, Result, Status, check, expect
 
 MIB = 2**20
 GPU_SIZES = [MIB * 4**k for k in range(6)]  # 1 MiB .. 1 GiB
@@ -53,7 +49,7 @@ def measure_size(ctx: RankContext, size: int) -> dict[str, Any]:
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
-    from gpudoctor.measure import summary, time_repeats
+    from gpudoctor.api import measure
 
     p, numel = ctx.params, size // 4
     base = pattern(numel, 0, ctx.device)
@@ -81,7 +77,7 @@ def measure_size(ctx: RankContext, size: int) -> dict[str, Any]:
 
     dist.barrier()
     ctx.phase(f"all_reduce {size // 1024} KiB in-place")
-    inplace = time_repeats(
+    inplace = measure.time_repeats(
         lambda: dist.all_reduce(buffer), ctx.device, p["warmup"], p["iters"], prepare=refill, check=verify_in_place
     )
     outplace = None
@@ -89,7 +85,7 @@ def measure_size(ctx: RankContext, size: int) -> dict[str, Any]:
         ctx.phase(f"all_reduce {size // 1024} KiB out-of-place")
         source = base * rank_factor(ctx.rank)
         results: list[Any] = []
-        outplace = time_repeats(
+        outplace = measure.time_repeats(
             lambda: results.append(funcol.wait_tensor(funcol.all_reduce(source, "sum", dist.group.WORLD))),
             ctx.device,
             p["warmup"],
@@ -99,8 +95,8 @@ def measure_size(ctx: RankContext, size: int) -> dict[str, Any]:
     return {
         "bytes": size,
         "wrong": int(wrong),
-        "in_place": summary(inplace),
-        "out_of_place": summary(outplace) if outplace else None,
+        "in_place": measure.summary(inplace),
+        "out_of_place": measure.summary(outplace) if outplace else None,
     }
 
 
@@ -134,7 +130,6 @@ def judge(
     metrics += [Metric(k, v) for k, v in nccl.items()]
     if wrong:
         return Result(
-            "allreduce.bandwidth",
             Status.FAIL,
             f"all-reduce returned {wrong} wrong values: the interconnect or a GPU corrupts data",
             metrics=metrics,
@@ -154,7 +149,6 @@ def judge(
     metrics.insert(0, metric)
     if world < 2:
         return Result(
-            "allreduce.bandwidth",
             Status.PASS,
             f"{text}; one rank: verified, bandwidth not judged (no peer to exchange with)",
             metrics=metrics,
@@ -162,21 +156,18 @@ def judge(
     if expected is None:
         if device != "cuda":
             return Result(
-                "allreduce.bandwidth",
                 Status.PASS,
                 f"{text}; verified; gloo over loopback measures "
                 "the host, so bandwidth is judged only against a saved baseline",
                 metrics=metrics,
             )
         return Result(
-            "allreduce.bandwidth",
             Status.WARN,
             f"{text}; no expectation for this topology (unknown link): measured and verified only",
             metrics=metrics,
         )
     if status == Status.FAIL:
         return Result(
-            "allreduce.bandwidth",
             status,
             f"{text}, below {metric.expected} GB/s ({expected.source})",
             metrics=metrics,
@@ -189,7 +180,7 @@ def judge(
                 ],
             ),
         )
-    return Result("allreduce.bandwidth", status, f"{text} (expected {metric.expected})", metrics=metrics)
+    return Result(status, f"{text} (expected {metric.expected})", metrics=metrics)
 
 
 @check(
@@ -197,6 +188,7 @@ def judge(
     "All-reduce bandwidth (NCCL, gloo on CPU)",
     level="standard",
     needs=("torch", "live"),
+    uses=("nvml", "system"),
     timeout_s=180,
     settings={
         "min_busbw_gbps": 0.0,
@@ -209,18 +201,11 @@ def judge(
 )
 def allreduce(ctx: CheckContext) -> Result:
     """Size sweep of all-reduce across every GPU, verified; large-message busbw against the topology."""
-    full = ctx.options.level == "full"
-    sizes = GPU_SIZES if ctx.device == "cuda" else CPU_SIZES
-    params = {
-        "sizes": sizes + ([sizes[-1] * 4] if full else []),
-        "warmup": ctx.settings["warmup"],
-        "iters": ctx.settings["iters"] * (3 if full else 1),
-        "out_of_place": True,
-    }
-    outcome = ctx.launch("gpudoctor.checks.allreduce:worker", params)
-    if outcome.status != "ok":
-        return launch_failure("allreduce.bandwidth", outcome)
-    rows = combine(outcome.data, ctx.world_size)
+    params = {**ctx.work(), "sizes": GPU_SIZES if ctx.device == "cuda" else CPU_SIZES, "out_of_place": True}
+    per_rank = ctx.launch("gpudoctor.checks.allreduce:worker", params)
+    if isinstance(per_rank, Result):
+        return per_rank
+    rows = combine(per_rank, ctx.world_size)
     baseline = ctx.baseline("busbw")
     expected = (
         baseline
@@ -228,9 +213,9 @@ def allreduce(ctx: CheckContext) -> Result:
         else expect.pick(
             baseline,
             expect.from_setting(ctx.settings["min_busbw_gbps"] / ctx.settings["floor"], "min_busbw_gbps"),
-            expect.allreduce_expectation(live_gpus(ctx.facts), ctx.nvml.get("topology", {})),
+            expect.allreduce_expectation(ctx.gpus, ctx.nvml.get("topology", {})),
         )
     )
     nccl = {"nccl_version": (ctx.torch.get("nccl") or {}).get("version")}
-    nccl.update({k: v for k, v in ctx.system.get("env", {}).items() if k.startswith("NCCL_")})
+    nccl.update({k: v for k, v in ctx.env.items() if k.startswith("NCCL_")})
     return judge(rows, ctx.world_size, ctx.device, expected, ctx.settings["floor"], nccl)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor import expect
-from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure
+from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row
 
 
 def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
     """One GPU at a time (so GPUs behind one switch do not share the figure): pinned H2D and D2H, verified."""
     import torch
 
-    from gpudoctor.isolate import progress
-    from gpudoctor.measure import checksum, summary, time_repeats
+    from gpudoctor.api import measure, progress
 
     numel = params["bytes"] // 4
     host = torch.randn(numel).pin_memory()
@@ -26,11 +24,15 @@ def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
         device = torch.device("cuda", index)
         with torch.cuda.device(index):
             dev = torch.empty(numel, device=device)
-            h2d = summary(
-                time_repeats(lambda d=dev: d.copy_(host, non_blocking=True), device, params["warmup"], params["iters"])
+            h2d = measure.summary(
+                measure.time_repeats(
+                    lambda d=dev: d.copy_(host, non_blocking=True), device, params["warmup"], params["iters"]
+                )
             )
-            d2h = summary(
-                time_repeats(lambda d=dev: back.copy_(d, non_blocking=True), device, params["warmup"], params["iters"])
+            d2h = measure.summary(
+                measure.time_repeats(
+                    lambda d=dev: back.copy_(d, non_blocking=True), device, params["warmup"], params["iters"]
+                )
             )
             torch.cuda.synchronize(device)
         results.append(
@@ -38,7 +40,7 @@ def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
                 "cuda_index": index,
                 "h2d_gbps": params["bytes"] / h2d["median_s"] / 1e9,
                 "d2h_gbps": params["bytes"] / d2h["median_s"] / 1e9,
-                "verified": checksum(host) == checksum(back),
+                "verified": measure.checksum(host) == measure.checksum(back),
             }
         )
         del dev
@@ -49,8 +51,7 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
     """A large device-to-device copy per GPU; bytes read plus bytes written over the median time."""
     import torch
 
-    from gpudoctor.isolate import progress
-    from gpudoctor.measure import checksum, summary, time_repeats
+    from gpudoctor.api import measure, progress
 
     numel = params["bytes"] // 4
     results = []
@@ -60,91 +61,108 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
         with torch.cuda.device(index):
             src = torch.randn(numel, device=device)
             dst = torch.empty_like(src)
-            timing = summary(time_repeats(lambda s=src, d=dst: d.copy_(s), device, params["warmup"], params["iters"]))
+            timing = measure.summary(
+                measure.time_repeats(lambda s=src, d=dst: d.copy_(s), device, params["warmup"], params["iters"])
+            )
             results.append(
                 {
                     "cuda_index": index,
                     "gbps": 2 * params["bytes"] / timing["median_s"] / 1e9,
-                    "verified": checksum(src) == checksum(dst),
+                    "verified": measure.checksum(src) == measure.checksum(dst),
                 }
             )
             del src, dst
     return {"gpus": results}
 
 
-def judge_host_device(
-    measured: list[tuple[dict[str, Any], dict[str, Any]]],
-    floor: float,
-    baseline: dict[str, expect.Expectation | None],
-) -> Result:
-    """Each GPU's (measurement, facts) pair against its PCIe link."""
-    rows, metrics = [], []
-    for m, gpu in measured:
-        expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
-        peak = expect.pcie_peak(gpu)
-        status, metric = expect.verdict(f"GPU {gpu['index']} h2d", m["h2d_gbps"], "GB/s", expected, floor, peak)
-        d2h_status, d2h_metric = expect.verdict(f"GPU {gpu['index']} d2h", m["d2h_gbps"], "GB/s", expected, floor, peak)
-        metrics += [metric, d2h_metric]
-        text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
-        if not m["verified"]:
-            rows.append(gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs"))
-        elif any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
-            rows.append(gpu_row(gpu, Status.FAIL, f"{text}: above the {metric.expected_source}"))
-        elif Status.FAIL in (status, d2h_status):
-            rows.append(gpu_row(gpu, Status.FAIL, f"{text}, expected {metric.expected} ({metric.expected_source})"))
-        else:
-            rows.append(
-                gpu_row(
-                    gpu,
-                    Status.PASS if expected else Status.WARN,
-                    text if expected else f"{text}; PCIe link unknown, not judged",
-                )
-            )
-    return from_rows(
-        "bandwidth.host-device",
-        rows,
-        f"{len(rows)} GPUs at the PCIe link's speed",
-        Remediation(
-            "Slow host transfers mean a downtrained or narrow PCIe link, a slot behind a slow switch, or NUMA-remote "
-            "memory.",
-            ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'", "nvidia-smi topo -m"],
-        ),
-        metrics,
+def host_device_row(
+    m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
+) -> tuple[Row, list[Metric]]:
+    """One GPU's pinned copies both ways against its PCIe link."""
+    expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
+    peak = expect.pcie_peak(gpu)
+    (h2d, h2d_metric), (d2h, d2h_metric) = (
+        expect.gpu_verdict(gpu, way, m[f"{way}_gbps"], "GB/s", expected, floor, peak) for way in ("h2d", "d2h")
     )
+    metrics = [h2d_metric, d2h_metric]
+    text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
+    if not m["verified"]:
+        return gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs"), metrics
+    if any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
+        return gpu_row(gpu, Status.FAIL, f"{text}: above the {h2d_metric.expected_source}"), metrics
+    if Status.FAIL in (h2d, d2h):
+        return gpu_row(
+            gpu, Status.FAIL, f"{text}, expected {h2d_metric.expected} ({h2d_metric.expected_source})"
+        ), metrics
+    if expected is None:
+        return gpu_row(gpu, Status.WARN, f"{text}; PCIe link unknown, not judged"), metrics
+    return gpu_row(gpu, Status.PASS, text), metrics
 
 
-def judge_device_memory(
-    measured: list[tuple[dict[str, Any], dict[str, Any]]],
-    floor: float,
-    baseline: dict[str, expect.Expectation | None],
+def device_memory_row(
+    m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
+) -> tuple[Row, list[Metric]]:
+    """One GPU's device-to-device copy against its datasheet memory bandwidth."""
+    expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
+    peak = expect.model_peak(gpu, "hbm_gbps")
+    status, metric = expect.gpu_verdict(gpu, "copy", m["gbps"], "GB/s", expected, floor, peak)
+    if not m["verified"]:
+        return gpu_row(gpu, Status.FAIL, "device copy does not match its source"), [metric]
+    if expect.measurement_error(m["gbps"], peak):
+        return gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}"), [metric]
+    if expected is None:
+        note = expect.unknown_model_note(gpu) or "; no figure"
+        return gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{note}"), [metric]
+    note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
+    return gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"), [metric]
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One kind of copy: the worker that measures it, how one GPU's figures are judged, what it is called."""
+
+    measure: str
+    row: Callable[..., tuple[Row, list[Metric]]]
+    figure: str  # the baseline figure: the slowest GPU's `field`
+    field: str
+    ok: str
+    remediation: Remediation
+
+
+HOST_DEVICE = Copy(
+    "measure_host_device",
+    host_device_row,
+    "h2d",
+    "h2d_gbps",
+    "{n} GPUs at the PCIe link's speed",
+    Remediation(
+        "Slow host transfers mean a downtrained or narrow PCIe link, a slot behind a slow switch, or NUMA-remote "
+        "memory.",
+        ["sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'", "nvidia-smi topo -m"],
+    ),
+)
+DEVICE_MEMORY = Copy(
+    "measure_device_memory",
+    device_memory_row,
+    "copy",
+    "gbps",
+    "{n} GPUs at their memory bandwidth",
+    Remediation(
+        "Low device memory bandwidth with no throttling points at a degraded GPU; compare with its peers.",
+        ["nvidia-smi -q -d PERFORMANCE,CLOCK -i <GPU>"],
+    ),
+)
+
+
+def judge(
+    copy: Copy, measured: expect.Measured, floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Result:
-    """Each GPU's (measurement, facts) pair against its datasheet memory bandwidth."""
-    rows, metrics = [], []
-    for m, gpu in measured:
-        expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
-        peak = expect.model_peak(gpu, "hbm_gbps")
-        status, metric = expect.verdict(f"GPU {gpu['index']} copy", m["gbps"], "GB/s", expected, floor, peak)
-        metrics.append(metric)
-        if not m["verified"]:
-            rows.append(gpu_row(gpu, Status.FAIL, "device copy does not match its source"))
-        elif expect.measurement_error(m["gbps"], peak):
-            rows.append(gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}"))
-        elif expected is None:
-            rows.append(
-                gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{expect.unknown_model_note(gpu) or '; no figure'}")
-            )
-        else:
-            note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
-            rows.append(gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"))
-    return from_rows(
-        "bandwidth.device-memory",
-        rows,
-        f"{len(rows)} GPUs at their memory bandwidth",
-        Remediation(
-            "Low device memory bandwidth with no throttling points at a degraded GPU; compare with its peers.",
-            ["nvidia-smi -q -d PERFORMANCE,CLOCK -i <GPU>"],
-        ),
-        metrics,
+    """Each GPU's (measurement, facts) pair judged on its own: against the PCIe link, or the datasheet."""
+    return expect.judge_per_gpu(
+        measured,
+        lambda m, gpu: copy.row(m, gpu, floor, baseline),
+        copy.ok.format(n=len(measured)),
+        copy.remediation,
     )
 
 
@@ -161,7 +179,7 @@ SETTINGS = {"bytes": 256 * 2**20, "floor": 0.75, "baseline_tolerance": 0.9, "war
 )
 def host_device(ctx: CheckContext) -> Result:
     """Pinned host-to-device and device-to-host bandwidth per GPU, against its PCIe generation and width."""
-    return _measure_and_judge(ctx, "measure_host_device", judge_host_device, "h2d", "h2d_gbps")
+    return _measure_and_judge(ctx, HOST_DEVICE)
 
 
 @check(
@@ -174,21 +192,15 @@ def host_device(ctx: CheckContext) -> Result:
 )
 def device_memory(ctx: CheckContext) -> Result:
     """A large device-to-device copy per GPU (bytes read plus written) against the GPU's specification."""
-    return _measure_and_judge(ctx, "measure_device_memory", judge_device_memory, "copy", "gbps")
+    return _measure_and_judge(ctx, DEVICE_MEMORY)
 
 
-def _measure_and_judge(ctx: CheckContext, measure: str, judge: Any, figure: str, field: str) -> Result:
+def _measure_and_judge(ctx: CheckContext, copy: Copy) -> Result:
     """Measure in an isolated process, judge against a baseline or the hardware, keep the slowest GPU's
     figure as this node's baseline metric."""
-    outcome = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{measure}", _params(ctx))
-    if outcome.kind != "ok":
-        return isolated_failure(ctx.spec.id, outcome)
-    baseline = {figure: ctx.baseline(figure)}
-    result = judge(ctx.with_gpus(outcome.data["gpus"]), ctx.settings["floor"], baseline)
-    result.metrics.append(Metric(figure, min(g[field] for g in outcome.data["gpus"]), "GB/s", baseline=True))
+    data = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{copy.measure}", ctx.work("bytes"))
+    if isinstance(data, Result):
+        return data
+    result = judge(copy, ctx.with_gpus(data["gpus"]), ctx.settings["floor"], {copy.figure: ctx.baseline(copy.figure)})
+    result.metrics.append(Metric(copy.figure, min(g[copy.field] for g in data["gpus"]), "GB/s", baseline=True))
     return result
-
-
-def _params(ctx: CheckContext) -> dict[str, Any]:
-    scale = 3 if ctx.options.level == "full" else 1
-    return {"bytes": ctx.settings["bytes"], "warmup": ctx.settings["warmup"], "iters": ctx.settings["iters"] * scale}

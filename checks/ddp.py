@@ -19,12 +19,7 @@ import sys
 import time
 from typing import Any
 
-from gpudoctor import expect
-from gpudoctor.hardware import gpu_model
-from gpudoctor.launch import RankContext
-from gpudoctor.model import Metric, Remediation, Result, Status
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, launch_failure, live_gpus
+from gpudoctor.api import CheckContext, Metric, RankContext, Remediation, Result, Status, check, expect, gpu_model
 
 CLASSES = 10
 SEED = 20261122
@@ -52,15 +47,16 @@ GRAD_TOLERANCE = {("cpu", "fp32"): 1e-4, ("cuda", "fp32"): 1e-2, ("cuda", "bf16"
 
 
 def resolve(
-    settings: dict[str, Any], device: str, full: bool, capabilities: list[tuple[int, int]] = ()
+    settings: dict[str, Any], device: str, capabilities: list[tuple[int, int]] = (), work_factor: int = 1
 ) -> dict[str, Any]:
-    """The run's parameters: configured values, else this device's defaults; `full` trains five times longer.
-    GPUs without bf16 (compute capability below 8.0: Volta, Turing) train in fp16 with loss scaling."""
+    """The run's parameters: configured values, else this device's defaults; the default step count is
+    multiplied by the run's work factor (`--level full`). GPUs without bf16 (compute capability below 8.0:
+    Volta, Turing) train in fp16 with loss scaling."""
     base = dict(DEFAULTS[device])
     if device == "cuda" and any(cap < BF16_CAPABILITY for cap in capabilities):
         base["precision"] = "fp16"
     params = {key: settings.get(key) or base[key] for key in base}
-    params["steps"] *= 5 if full and not settings.get("steps") else 1
+    params["steps"] *= 1 if settings.get("steps") else work_factor
     params["warmup"] = max(2, params["steps"] // 5)
     return params
 
@@ -191,7 +187,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from gpudoctor.measure import checksum, mark, seconds_between
+    from gpudoctor.api import measure
 
     p = dict(ctx.params)
     gen = torch.Generator(device=ctx.device).manual_seed(SEED)
@@ -213,7 +209,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     marks = []
     for step in range(p["steps"]):
         ctx.phase(f"train step {step}")
-        started = mark(ctx.device)
+        started = measure.mark(ctx.device)
         images, labels = pool[step % len(pool)]
         loss = loss_of(ddp, images, labels, p, ctx.device)
         optimizer.zero_grad(set_to_none=True)
@@ -231,7 +227,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         else:
             optimizer.step()
         losses[step] = loss.detach().float()
-        marks.append((started, mark(ctx.device)))
+        marks.append((started, measure.mark(ctx.device)))
     ctx.phase("gather results")
     if ctx.fault_here("params", "corrupt"):
         with torch.no_grad():
@@ -242,10 +238,10 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "rank": ctx.rank,
         "oom": False,
         "losses": (losses / ctx.world_size).tolist(),
-        "params_checksum": checksum(params),
+        "params_checksum": measure.checksum(params),
         "finite": bool(torch.isfinite(params).all()) and bool(torch.isfinite(losses).all()),
         "grad_rel_error": grad_error,
-        "step_s": seconds_between(marks, ctx.device)[p["warmup"] :],
+        "step_s": measure.seconds_between(marks, ctx.device)[p["warmup"] :],
         "peak_mib": _peak_mib(ctx.device),
         "batch_size": p["batch_size"],
         "loss_scale": scaler.get_scale() if scaler else None,
@@ -270,7 +266,7 @@ def describe(p: dict[str, Any], device: str) -> str:
 
 def judge(
     ranks: list[dict[str, Any]],
-    single: list[dict[str, Any]] | None,
+    single: list[dict[str, Any]] | Result | None,
     p: dict[str, Any],
     device: str,
     expected: expect.Expectation | None,
@@ -281,7 +277,6 @@ def judge(
         fits = min(r["fits"] for r in ranks)
         return [
             Result(
-                "ddp.train",
                 Status.FAIL,
                 f"CUDA out of memory at batch {p['batch_size']} per GPU; batch {fits} fits"
                 if fits
@@ -303,7 +298,7 @@ def judge(
         _gradient(ranks[0], tolerance),
         _finite(ranks),
         _throughput(ranks, p, device, expected, settings["floor"], run),
-        *([_scaling(ranks, single, device, settings["min_scaling"])] if single else []),
+        *([_scaling(ranks, single, device, settings["min_scaling"])] if single is not None else []),
     ]
 
 
@@ -318,14 +313,12 @@ def _loss(losses: list[float], min_drop: float, run: str, loss_scale: float | No
         metrics.append(Metric("loss_scale", loss_scale, expected_source="fp16 GradScaler, final scale"))
     if last <= first * (1 - min_drop):
         return Result(
-            "ddp.train",
             Status.PASS,
             f"loss fell {first:.3f} -> {last:.3f} ({run})",
             aspect="loss-falls",
             metrics=metrics,
         )
     return Result(
-        "ddp.train",
         Status.FAIL,
         f"loss did not fall ({first:.3f} -> {last:.3f}) on a learnable task",
         aspect="loss-falls",
@@ -343,7 +336,6 @@ def _sync(ranks: list[dict[str, Any]]) -> Result:
     differ = [r["rank"] for r in ranks if r["params_checksum"] != reference]
     if differ:
         return Result(
-            "ddp.train",
             Status.FAIL,
             f"parameters on rank {', '.join(map(str, differ))} differ from rank 0 after training",
             aspect="params-identical",
@@ -352,9 +344,7 @@ def _sync(ranks: list[dict[str, Any]]) -> Result:
                 ["gpudoctor check --only memory health"],
             ),
         )
-    return Result(
-        "ddp.train", Status.PASS, f"parameters identical on all {len(ranks)} ranks", aspect="params-identical"
-    )
+    return Result(Status.PASS, f"parameters identical on all {len(ranks)} ranks", aspect="params-identical")
 
 
 def _gradient(rank0: dict[str, Any], tolerance: float) -> Result:
@@ -367,14 +357,12 @@ def _gradient(rank0: dict[str, Any], tolerance: float) -> Result:
     )
     if error is not None and error <= tolerance:
         return Result(
-            "ddp.train",
             Status.PASS,
             f"first-step averaged gradient matches a single-process gradient (relative error {error:.2g})",
             aspect="gradient-matches",
             metrics=[metric],
         )
     return Result(
-        "ddp.train",
         Status.FAIL,
         f"first-step averaged gradient differs from a single-process gradient "
         f"(relative error {error:.2g} > {tolerance:g}): the all-reduce is wrong or data is corrupted",
@@ -392,7 +380,6 @@ def _finite(ranks: list[dict[str, Any]]) -> Result:
     bad = [r["rank"] for r in ranks if not r["finite"]]
     if bad:
         return Result(
-            "ddp.train",
             Status.FAIL,
             f"NaN or Inf in the loss or parameters on rank {', '.join(map(str, bad))}",
             aspect="finite",
@@ -401,7 +388,7 @@ def _finite(ranks: list[dict[str, Any]]) -> Result:
                 ["gpudoctor check --only memory compute health"],
             ),
         )
-    return Result("ddp.train", Status.PASS, "no NaN or Inf in losses or parameters", aspect="finite")
+    return Result(Status.PASS, "no NaN or Inf in losses or parameters", aspect="finite")
 
 
 def _throughput(
@@ -430,7 +417,6 @@ def _throughput(
     if expected is None:
         note = "" if device == "cuda" else "; CPU figures are not judged"
         return Result(
-            "ddp.train",
             Status.PASS,
             f"{text} ({run}){note or '; no reference figure: save a baseline'}",
             aspect="throughput",
@@ -438,7 +424,6 @@ def _throughput(
         )
     if status == Status.FAIL:
         return Result(
-            "ddp.train",
             Status.FAIL,
             f"{text}, below {metric.expected} per GPU ({expected.source})",
             aspect="throughput",
@@ -448,12 +433,12 @@ def _throughput(
                 ["gpudoctor check --level standard --only compute health"],
             ),
         )
-    return Result(
-        "ddp.train", Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics
-    )
+    return Result(Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics)
 
 
-def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]], device: str, minimum: float) -> Result:
+def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]] | Result, device: str, minimum: float) -> Result:
+    if isinstance(single, Result):
+        return Result(single.status, f"the one-GPU comparison run: {single.summary}", aspect="scaling")
     many = statistics.median(s for r in ranks for s in r["step_s"])
     one = statistics.median(single[0]["step_s"])
     efficiency = one / many
@@ -465,12 +450,9 @@ def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]], device: 
     )
     text = f"{len(ranks)} ranks at {efficiency:.0%} of one rank's per-rank speed (same batch per rank)"
     if device != "cuda":
-        return Result(
-            "ddp.train", Status.PASS, f"{text}; ranks share the CPU, so not judged", aspect="scaling", metrics=[metric]
-        )
+        return Result(Status.PASS, f"{text}; ranks share the CPU, so not judged", aspect="scaling", metrics=[metric])
     if efficiency < minimum:
         return Result(
-            "ddp.train",
             Status.FAIL,
             f"{text}, below {minimum:.0%}",
             aspect="scaling",
@@ -480,7 +462,7 @@ def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]], device: 
                 ["gpudoctor check --level standard --only allreduce p2p"],
             ),
         )
-    return Result("ddp.train", Status.PASS, text, aspect="scaling", metrics=[metric])
+    return Result(Status.PASS, text, aspect="scaling", metrics=[metric])
 
 
 def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) -> expect.Expectation | None:
@@ -504,25 +486,40 @@ def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) 
     "Reference DDP training run",
     level="standard",
     needs=("torch", "live"),
+    uses=("nvml", "system"),
     timeout_s=300,
     settings=SETTINGS,
 )
 def ddp_train(ctx: CheckContext) -> list[Result]:
-    """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput."""
-    capabilities = [tuple(g["compute_capability"]) for g in live_gpus(ctx.facts) if g.get("compute_capability")]
-    p = resolve(ctx.settings, ctx.device, ctx.options.level == "full", capabilities)
-    outcome = ctx.launch("gpudoctor.checks.ddp:worker", p)
-    if outcome.status != "ok":
-        return [launch_failure("ddp.train", outcome)]
+    """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput.
+    Both runs share the check's one time budget: the full run up to MAIN_RUN_SHARE of it, the one-rank
+    comparison (half the steps) what is left; a comparison that fails or finds no time says so."""
+    deadline = time.monotonic() + ctx.timeout_s
+    capabilities = [tuple(g["compute_capability"]) for g in ctx.gpus if g.get("compute_capability")]
+    p = resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor)
+    ranks = ctx.launch("gpudoctor.checks.ddp:worker", p, timeout_s=ctx.timeout_s * MAIN_RUN_SHARE)
+    if isinstance(ranks, Result):
+        return [ranks]
     single = None
-    if ctx.settings["scaling"] and ctx.world_size > 1 and not outcome.data[0].get("oom"):
-        alone = ctx.launch("gpudoctor.checks.ddp:worker", p, world_size=1)
-        single = alone.data if alone.status == "ok" else None
+    if ctx.settings["scaling"] and ctx.world_size > 1 and not ranks[0].get("oom"):
+        single = comparison_run(ctx, p, deadline - time.monotonic())
     expected = expect.pick(
         ctx.baseline("images_per_s_per_gpu"),
-        reference_figure(live_gpus(ctx.facts), p, ctx.world_size) if ctx.device == "cuda" else None,
+        reference_figure(ctx.gpus, p, ctx.world_size) if ctx.device == "cuda" else None,
     )
-    return judge(outcome.data, single, p, ctx.device, expected, ctx.settings)
+    return judge(ranks, single, p, ctx.device, expected, ctx.settings)
+
+
+MAIN_RUN_SHARE = 0.65
+MIN_COMPARISON_S = 10.0
+
+
+def comparison_run(ctx: CheckContext, p: dict[str, Any], left_s: float) -> list[dict[str, Any]] | Result:
+    """The same training on one rank, half as long, within what is left of the budget."""
+    if left_s < MIN_COMPARISON_S:
+        return Result(Status.SKIP, f"no time left in the {ctx.timeout_s:g} s budget (raise `timeout`)")
+    steps = max(p["warmup"] + 3, p["steps"] // 2)
+    return ctx.launch("gpudoctor.checks.ddp:worker", {**p, "steps": steps}, world_size=1, timeout_s=left_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -530,15 +527,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from gpudoctor.launch import Fault, init_rank
+    from gpudoctor.api import init_rank
 
     parser = argparse.ArgumentParser(prog="python -m gpudoctor.checks.ddp")
     for key, value in DEFAULTS["cpu"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value))
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    p = resolve({k: v for k, v in vars(args).items() if v}, device, False)
-    ctx = init_rank("nccl" if device == "cuda" else "gloo", time.time() + 1500, p, Fault.from_env())
+    p = resolve({k: v for k, v in vars(args).items() if v}, device)
+    ctx = init_rank("nccl" if device == "cuda" else "gloo", time.time() + 1500, p)
     data = worker(ctx)
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, data)

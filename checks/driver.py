@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.facts.nvml import usable
-from gpudoctor.hardware import cuda_version_text
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, live_gpus
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Row,
+    Status,
+    check,
+    cuda_version_text,
+    from_rows,
+    gpu_row,
+    usable,
+    worst,
+)
 
-FABRIC_NOT_SUPPORTED, FABRIC_NOT_STARTED, FABRIC_IN_PROGRESS = 0, 1, 2  # nvmlGpuFabricState
-COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+COMPUTE_MODE_NAMES = {"exclusive_thread": "Exclusive_Thread", "exclusive_process": "Exclusive_Process"}
 
 INIT_FINDINGS = {
     "library-not-found": (
@@ -59,7 +67,6 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
     if status == "ok":
         cuda = cuda_version_text(nvml.get("cuda_driver_version"))
         return Result(
-            "driver.nvml",
             Status.PASS,
             f"driver {nvml.get('driver_version')}, supports CUDA {cuda}, {len(nvml['gpus'])} GPUs",
             metrics=[Metric("driver_version", nvml.get("driver_version")), Metric("cuda_driver_version", cuda)],
@@ -71,14 +78,13 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
             Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"]),
         ),
     )
-    return Result("driver.nvml", Status.FAIL, summary, remediation=remediation)
+    return Result(Status.FAIL, summary, remediation=remediation)
 
 
 def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
     modules = system.get("kernel_modules", [])
     if "nouveau" in modules:
         return Result(
-            "driver.kernel-module",
             Status.FAIL,
             "the open-source nouveau driver is loaded; it claims the GPUs instead of NVIDIA's",
             remediation=Remediation(
@@ -95,22 +101,18 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
     if loaded and library and loaded != library:
         summary, remediation = INIT_FINDINGS["version-mismatch"]
         return Result(
-            "driver.kernel-module",
             Status.FAIL,
             f"kernel module {loaded}, library {library}: {summary}",
             remediation=remediation,
         )
     if not loaded and nvml.get("status") != "ok":
-        return Result("driver.kernel-module", Status.SKIP, "no NVIDIA kernel module to compare")
+        return Result(Status.SKIP, "no NVIDIA kernel module to compare")
     if not loaded:
         return Result(
-            "driver.kernel-module",
             Status.PASS,
             "nouveau not loaded; the kernel module's version is not visible here (/proc/driver/nvidia/version)",
         )
-    return Result(
-        "driver.kernel-module", Status.PASS, f"kernel module {loaded} matches the library, nouveau not loaded"
-    )
+    return Result(Status.PASS, f"kernel module {loaded} matches the library, nouveau not loaded")
 
 
 def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], expect: int | None) -> Result:
@@ -122,7 +124,6 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
     if lost:
         rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
         return Result(
-            "driver.gpu-count",
             Status.FAIL,
             f"{len(lost)} GPU{'s are' if len(lost) > 1 else ' is'} lost (index "
             f"{', '.join(str(g['index']) for g in lost)}): fell off the bus or hung",
@@ -136,7 +137,6 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
         )
     if expect is not None and found != expect:
         return Result(
-            "driver.gpu-count",
             Status.FAIL,
             f"found {found} GPUs, expected {expect}{_hidden_note(hidden)}",
             remediation=Remediation(
@@ -168,13 +168,13 @@ def _visible_to_torch(
     nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], found: int, metrics: list[Metric]
 ) -> Result:
     seen = torch.get("device_count") or 0
-    metrics.append(Metric("gpus_torch", seen))
+    if torch:  # gathered for the torch checks; a probe without them does not compare
+        metrics.append(Metric("gpus_torch", seen))
     if not torch.get("cuda_available") or seen == found:
-        note = "" if seen == found else " (torch cannot use them: see torch.cuda-available)"
+        note = "" if seen == found or not torch else " (torch cannot use them: see torch.cuda-available)"
         order = _device_order_note(nvml, env)
         if order:
             return Result(
-                "driver.gpu-count",
                 Status.WARN,
                 f"{found} GPUs; {order}",
                 metrics=metrics,
@@ -184,11 +184,10 @@ def _visible_to_torch(
                     ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"],
                 ),
             )
-        return Result("driver.gpu-count", Status.PASS, f"{found} GPUs{note}", metrics=metrics)
+        return Result(Status.PASS, f"{found} GPUs{note}", metrics=metrics)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return Result(
-            "driver.gpu-count",
             Status.WARN,
             f"torch sees {seen} of {found} GPUs because CUDA_VISIBLE_DEVICES={visible!r}",
             metrics=metrics,
@@ -198,7 +197,6 @@ def _visible_to_torch(
             ),
         )
     return Result(
-        "driver.gpu-count",
         Status.FAIL,
         f"torch sees {seen} GPUs but NVML sees {found}",
         metrics=metrics,
@@ -233,7 +231,6 @@ def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
         [command for kind, command in MODE_FIXES.items() if kind in kinds],
     )
     return from_rows(
-        "driver.gpu-modes",
         [row for row, _ in judged],
         f"{len(gpus)} GPUs: persistence on, compute mode Default, no MIG, infoROM valid",
         fix,
@@ -245,12 +242,12 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
     if gpu.get("inforom_valid") is False:
         problems.append((Status.FAIL, "infoROM is corrupted", "inforom"))
     mode = gpu.get("compute_mode")
-    if mode == 2:
+    if mode == "prohibited":
         # Warn: admins set Prohibited on purpose to fence a GPU off; if it was meant to train, the workload
         # checks fail on it.
         problems.append((Status.WARN, "compute mode Prohibited: no process may use this GPU", "compute"))
-    elif mode in (1, 3):
-        problems.append((Status.WARN, f"compute mode {COMPUTE_MODES[mode]}: one process at a time", "compute"))
+    elif mode in COMPUTE_MODE_NAMES:
+        problems.append((Status.WARN, f"compute mode {COMPUTE_MODE_NAMES[mode]}: one process at a time", "compute"))
     mig = gpu.get("mig_mode")
     if mig and mig["current"]:
         problems.append((Status.WARN, "MIG is on: torch and NCCL see instances, not the whole GPU", "mig"))
@@ -265,14 +262,11 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
 
 
 def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
-    with_fabric = [
-        g for g in gpus if (g.get("fabric") or {}).get("state", FABRIC_NOT_SUPPORTED) != FABRIC_NOT_SUPPORTED
-    ]
+    with_fabric = [g for g in gpus if (g.get("fabric") or {}).get("state") not in (None, "not_supported")]
     if not with_fabric:
-        return Result("driver.fabric", Status.SKIP, "no NVSwitch fabric on this node")
+        return Result(Status.SKIP, "no NVSwitch fabric on this node")
     rows = [_fabric_row(gpu) for gpu in with_fabric]
     return from_rows(
-        "driver.fabric",
         rows,
         f"{len(rows)} GPUs registered with the NVSwitch fabric",
         Remediation(
@@ -290,47 +284,37 @@ def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
 
 def _fabric_row(gpu: dict[str, Any]) -> Row:
     fabric = gpu["fabric"]
-    if fabric["state"] == FABRIC_NOT_STARTED:
+    if fabric["state"] == "not_started":
         return gpu_row(gpu, Status.FAIL, "fabric not started: CUDA init fails (error 802)")
-    if fabric["state"] == FABRIC_IN_PROGRESS:
+    if fabric["state"] == "in_progress":
         return gpu_row(gpu, Status.WARN, "fabric registration still in progress")
     if fabric["status"]:
         return gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {fabric['status']})")
-    problems = fabric_health_problems(fabric.get("health_mask"), fabric.get("health_summary"))
+    problems = fabric_health_problems(fabric.get("health") or {})
     if not problems:
         return gpu_row(gpu, Status.PASS, "fabric registered")
     return gpu_row(gpu, worst([s for s, _ in problems]), "fabric " + "; ".join(text for _, text in problems))
 
 
-# nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*: two-bit fields where 1 means TRUE, at these shifts.
-FABRIC_HEALTH_FLAGS = (
-    (0, Status.WARN, "NVLink bandwidth degraded"),
-    (2, Status.WARN, "route recovery in progress"),
-    (4, Status.FAIL, "route unhealthy"),
-    (6, Status.WARN, "access timeout recovery in progress"),
-)
-# The four-bit incorrect-configuration field at shift 8 (0 not supported, 1 none).
-FABRIC_MISCONFIGURATION = {
-    2: "incorrect SysGUID",
-    3: "incorrect chassis serial number",
-    4: "no partition",
-    5: "insufficient NVLinks",
-    6: "incompatible GPU firmware",
-    7: "invalid location",
-    8: "GPU state invalid",
+FABRIC_SUMMARY = {
+    "unhealthy": (Status.FAIL, "health unhealthy"),
+    "limited_capacity": (Status.WARN, "at limited capacity"),
 }
-FABRIC_SUMMARY = {2: (Status.FAIL, "health unhealthy"), 3: (Status.WARN, "at limited capacity")}
+FABRIC_FLAGS = {
+    "bandwidth_degraded": (Status.WARN, "NVLink bandwidth degraded"),
+    "route_recovery": (Status.WARN, "route recovery in progress"),
+    "route_unhealthy": (Status.FAIL, "route unhealthy"),
+    "access_timeout_recovery": (Status.WARN, "access timeout recovery in progress"),
+}
 
 
-def fabric_health_problems(mask: int | None, summary: int | None) -> list[tuple[Status, str]]:
+def fabric_health_problems(health: dict[str, Any]) -> list[tuple[Status, str]]:
     """What the driver's fabric health report says is wrong; empty where all is well or it reports nothing
-    (drivers before the versioned fabric struct, GPUs without a fabric manager: all fields "not supported")."""
-    problems = [FABRIC_SUMMARY[summary]] if summary in FABRIC_SUMMARY else []
-    if mask:
-        problems += [(status, text) for shift, status, text in FABRIC_HEALTH_FLAGS if (mask >> shift) & 0x3 == 1]
-        misconfigured = FABRIC_MISCONFIGURATION.get((mask >> 8) & 0xF)
-        if misconfigured:
-            problems.append((Status.FAIL, f"incorrect configuration: {misconfigured}"))
+    (drivers before the versioned fabric struct, GPUs without a fabric manager)."""
+    problems = [FABRIC_SUMMARY[health["summary"]]] if health.get("summary") in FABRIC_SUMMARY else []
+    problems += [finding for flag, finding in FABRIC_FLAGS.items() if health.get(flag) is True]
+    if health.get("configuration") not in (None, "correct"):
+        problems.append((Status.FAIL, f"incorrect configuration: {health['configuration']}"))
     return problems
 
 
@@ -345,7 +329,6 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
         else:
             rows.append(gpu_row(gpu, Status.WARN, "; ".join(_describe(p, process_info) for p in procs)))
     return from_rows(
-        "driver.processes",
         rows,
         "no other process holds GPU memory",
         Remediation(
@@ -370,19 +353,19 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
     return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}"
 
 
-@check("driver.nvml", "NVML loads and the driver answers")
+@check("driver.nvml", "NVML loads and the driver answers", uses=("nvml",))
 def nvml_loads(ctx: CheckContext) -> Result:
     """NVML initialises; driver version and the CUDA version it supports."""
     return judge_nvml(ctx.nvml)
 
 
-@check("driver.kernel-module", "Kernel module agrees with the library")
+@check("driver.kernel-module", "Kernel module agrees with the library", uses=("nvml", "system"))
 def kernel_module(ctx: CheckContext) -> Result:
     """The loaded kernel module is the library's release (no upgrade without reboot); nouveau is not loaded."""
     return judge_kernel_module(ctx.nvml, ctx.system)
 
 
-@check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",))
+@check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",), uses=("system",))
 def gpu_count(ctx: CheckContext) -> Result:
     """GPU count against --expect-gpus; lost GPUs; GPUs NVML sees that torch does not, and why."""
     return judge_gpu_count(ctx.nvml, ctx.torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
@@ -391,16 +374,16 @@ def gpu_count(ctx: CheckContext) -> Result:
 @check("driver.gpu-modes", "Persistence, compute mode, MIG, infoROM", needs=("nvml",))
 def gpu_modes(ctx: CheckContext) -> Result:
     """Persistence mode, compute mode, MIG mode and infoROM validity per GPU."""
-    return judge_gpu_modes(live_gpus(ctx.facts))
+    return judge_gpu_modes(ctx.gpus)
 
 
 @check("driver.fabric", "NVSwitch fabric is up", needs=("nvml",))
 def fabric(ctx: CheckContext) -> Result:
     """On NVSwitch systems, every GPU registered with the fabric (fabric manager running)."""
-    return judge_fabric(live_gpus(ctx.facts))
+    return judge_fabric(ctx.gpus)
 
 
-@check("driver.processes", "No other process holds GPU memory", needs=("nvml",))
+@check("driver.processes", "No other process holds GPU memory", needs=("nvml",), uses=("system",))
 def processes(ctx: CheckContext) -> Result:
     """Other processes holding GPU memory (PID, name, memory), stale or zombie ones included."""
-    return judge_processes(live_gpus(ctx.facts), ctx.system.get("gpu_processes", {}))
+    return judge_processes(ctx.gpus, ctx.system.get("gpu_processes", {}))

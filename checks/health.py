@@ -6,30 +6,37 @@ Thresholds follow DCGM and the cloud health checks (Azure aznhc, Meta gcm) and a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-from gpudoctor.facts.identity import same_pci
-from gpudoctor.hardware import gpu_model, load_data
-from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_row, worst
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, live_gpus
+from gpudoctor.api import (
+    SEVERITY,
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Row,
+    Status,
+    check,
+    from_rows,
+    gpu_model,
+    gpu_row,
+    load_data,
+    same_pci,
+    worst,
+)
 
-# nvmlClocksEventReason* bits (nvml.h)
-HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
-THROTTLE_FAIL = {HW_SLOWDOWN: "HW slowdown", HW_THERMAL: "HW thermal slowdown", HW_POWER_BRAKE: "HW power brake"}
-THROTTLE_WARN = {SW_THERMAL: "SW thermal slowdown"}
+# Clock event reasons (decoded by the NVML gateway): hardware slowdowns fail as DCGM fails them.
+THROTTLE_FAIL = {
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake",
+}
+THROTTLE_WARN = {"sw_thermal_slowdown": "SW thermal slowdown"}
 
 RESET_FIX = Remediation(
     "Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and have the GPU replaced.",
     ["sudo nvidia-smi -i <GPU> -r", "sudo reboot"],
 )
-
-
-def per_gpu(
-    check_id: str, gpus: list[dict[str, Any]], judge: Callable[[dict[str, Any]], Row], ok: str, remediation: Remediation
-) -> Result:
-    return from_rows(check_id, [judge(g) for g in gpus], ok, remediation)
 
 
 def ecc_row(gpu: dict[str, Any], correctable_warn: int) -> Row:
@@ -74,13 +81,13 @@ def remap_row(gpu: dict[str, Any]) -> Row:
 
 
 def throttle_row(gpu: dict[str, Any]) -> Row:
-    mask = gpu.get("clock_event_reasons")
-    if mask is None:
+    reasons = gpu.get("clock_event_reasons")
+    if reasons is None:
         return gpu_row(gpu, Status.SKIP, "clock event reasons not available")
-    failing = [name for bit, name in THROTTLE_FAIL.items() if mask & bit]
+    failing = [text for name, text in THROTTLE_FAIL.items() if name in reasons]
     if failing:
         return gpu_row(gpu, Status.FAIL, f"{', '.join(failing)} active")
-    warning = [name for bit, name in THROTTLE_WARN.items() if mask & bit]
+    warning = [text for name, text in THROTTLE_WARN.items() if name in reasons]
     if warning:
         return gpu_row(gpu, Status.WARN, f"{', '.join(warning)} active")
     return gpu_row(gpu, Status.PASS, "no hardware or thermal slowdown")
@@ -173,7 +180,7 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     """Every Xid graded by NVIDIA's catalogue (data/xid.toml), per GPU, floods counted once; Xid 154's own
     recovery verdict; NVSwitch SXids from the same log."""
     if not kernel_log.get("readable"):
-        return Result("health.xid", Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
+        return Result(Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
     judged = [xid_row(gpu, kernel_log.get("xids", [])) for gpu in gpus]
     judged += [sxid_row(event) for event in kernel_log.get("sxids", [])]
     rows = [row for row, _ in judged]
@@ -182,7 +189,6 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     noted = [f"{r.where}: {r.summary}" for r in rows if r.status == Status.PASS and r.summary != "no Xid"]
     ok = "no Xid that needs action" + (f" (noted: {'; '.join(noted)})" if noted else " in the kernel log")
     return from_rows(
-        "health.xid",
         rows,
         f"{ok} (read with {source})",
         Remediation(
@@ -315,10 +321,8 @@ def xid_catalogue() -> dict[str, Any]:
 @check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})
 def ecc(ctx: CheckContext) -> Result:
     """ECC mode; uncorrectable errors fail, correctable ones above a threshold warn."""
-    return per_gpu(
-        "health.ecc",
-        live_gpus(ctx.facts),
-        lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
+    return from_rows(
+        [ecc_row(g, ctx.settings["correctable_warn"]) for g in ctx.gpus],
         "ECC on, no uncorrectable errors",
         RESET_FIX,
     )
@@ -327,10 +331,8 @@ def ecc(ctx: CheckContext) -> Result:
 @check("health.retired-pages", "Retired pages", needs=("nvml",), settings={"max_pages": 60})
 def retired_pages(ctx: CheckContext) -> Result:
     """Retired pages pending or over the limit (pre-Ampere GPUs; DCGM's limit is 60)."""
-    result = per_gpu(
-        "health.retired-pages",
-        live_gpus(ctx.facts),
-        lambda g: retired_row(g, ctx.settings["max_pages"]),
+    result = from_rows(
+        [retired_row(g, ctx.settings["max_pages"]) for g in ctx.gpus],
         "no retired pages pending or over the limit",
         RESET_FIX,
     )
@@ -341,16 +343,14 @@ def retired_pages(ctx: CheckContext) -> Result:
 @check("health.row-remap", "Row remapping", needs=("nvml",))
 def row_remap(ctx: CheckContext) -> Result:
     """Row remapping pending (needs a reset) or failed (needs replacing): Ampere and newer."""
-    return per_gpu("health.row-remap", live_gpus(ctx.facts), remap_row, "no row remap pending or failed", RESET_FIX)
+    return from_rows([remap_row(g) for g in ctx.gpus], "no row remap pending or failed", RESET_FIX)
 
 
 @check("health.throttle", "Clock throttling", needs=("nvml",))
 def throttle(ctx: CheckContext) -> Result:
     """Clock event reasons: HW slowdown, HW thermal and power brake fail (as DCGM), SW thermal warns."""
-    return per_gpu(
-        "health.throttle",
-        live_gpus(ctx.facts),
-        throttle_row,
+    return from_rows(
+        [throttle_row(g) for g in ctx.gpus],
         "no hardware or thermal slowdown",
         Remediation(
             "Hardware slowdown means overheating, a failing PSU or an external power brake "
@@ -363,10 +363,8 @@ def throttle(ctx: CheckContext) -> Result:
 @check("health.temperature", "Temperature", needs=("nvml",), settings={"margin_c": 5})
 def temperature(ctx: CheckContext) -> Result:
     """GPU temperature against its slowdown threshold."""
-    return per_gpu(
-        "health.temperature",
-        live_gpus(ctx.facts),
-        lambda g: temperature_row(g, ctx.settings["margin_c"]),
+    return from_rows(
+        [temperature_row(g, ctx.settings["margin_c"]) for g in ctx.gpus],
         "every GPU well below its slowdown temperature",
         Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]),
     )
@@ -375,10 +373,8 @@ def temperature(ctx: CheckContext) -> Result:
 @check("health.power", "Power limit", needs=("nvml",), settings={"min_fraction": 0.95})
 def power(ctx: CheckContext) -> Result:
     """Enforced power limit against the default (a capped GPU trains slower)."""
-    return per_gpu(
-        "health.power",
-        live_gpus(ctx.facts),
-        lambda g: power_row(g, ctx.settings["min_fraction"]),
+    return from_rows(
+        [power_row(g, ctx.settings["min_fraction"]) for g in ctx.gpus],
         "every GPU at its default power limit",
         Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]),
     )
@@ -387,10 +383,8 @@ def power(ctx: CheckContext) -> Result:
 @check("health.pcie", "PCIe link", needs=("nvml",), settings={"replay_warn": 100})
 def pcie(ctx: CheckContext) -> Result:
     """PCIe width and generation against the maximum (idle downshift is normal), replay counter."""
-    return per_gpu(
-        "health.pcie",
-        live_gpus(ctx.facts),
-        lambda g: pcie_row(g, ctx.settings["replay_warn"]),
+    return from_rows(
+        [pcie_row(g, ctx.settings["replay_warn"]) for g in ctx.gpus],
         "every GPU's PCIe link at full width",
         Remediation(
             "A narrow link or many replays halve host transfers: reseat the GPU, check risers and BIOS PCIe settings.",
@@ -402,10 +396,8 @@ def pcie(ctx: CheckContext) -> Result:
 @check("health.nvlink", "NVLink", needs=("nvml",), settings={"error_warn": 100})
 def nvlink(ctx: CheckContext) -> Result:
     """Every NVLink up; CRC, replay and recovery error counters."""
-    return per_gpu(
-        "health.nvlink",
-        live_gpus(ctx.facts),
-        lambda g: nvlink_row(g, ctx.settings["error_warn"]),
+    return from_rows(
+        [nvlink_row(g, ctx.settings["error_warn"]) for g in ctx.gpus],
         "every NVLink up with few errors",
         Remediation(
             "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "
@@ -415,7 +407,7 @@ def nvlink(ctx: CheckContext) -> Result:
     )
 
 
-@check("health.xid", "Xid errors in the kernel log", needs=("nvml",))
+@check("health.xid", "Xid errors in the kernel log", needs=("nvml",), uses=("kernel_log",))
 def xid(ctx: CheckContext) -> Result:
     """Xid errors from the kernel log per GPU; critical ones (ECC, fallen off the bus, NVLink) fail."""
-    return judge_xid(ctx.system.get("kernel_log", {}), live_gpus(ctx.facts))
+    return judge_xid(ctx.kernel_log, ctx.gpus)

@@ -9,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpudoctor.launch import RankContext
-from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure
+from gpudoctor.api import CheckContext, Metric, RankContext, Remediation, Result, Status, check, from_rows, gpu_row
 
 CHUNK_WORDS = 64 * 2**20  # 256 MiB of int32 per pattern chunk
 
@@ -68,11 +65,11 @@ def test_device(
     return {"words": words, "bad": bad}
 
 
-def measure(params: dict[str, Any]) -> dict[str, Any]:
+def measure_memory(params: dict[str, Any]) -> dict[str, Any]:
     """In the isolated child: every GPU, a share of its free memory."""
     import torch
 
-    from gpudoctor.isolate import progress
+    from gpudoctor.api import progress
 
     results = []
     for index in range(torch.cuda.device_count()):
@@ -112,7 +109,6 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
         else:
             rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words"))
     return from_rows(
-        "memory.test",
         rows,
         f"{len(rows)} GPUs: every pattern read back intact",
         Remediation(
@@ -134,13 +130,12 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
 )
 def memtest(ctx: CheckContext) -> Result:
     """Write and verify walking-bit, seeded-random and address patterns over a share of free memory."""
-    full = ctx.options.level == "full"
     params = {
-        "share": ctx.settings["full_share" if full else "share"],
-        "walking_bits": 32 if full else ctx.settings["walking_bits"],
+        "share": min(ctx.settings["share"] * ctx.work_factor, ctx.settings["full_share"]),
+        "walking_bits": min(ctx.settings["walking_bits"] * ctx.work_factor, 32),
         "seed": ctx.settings["seed"],
     }
-    outcome = ctx.run_isolated("gpudoctor.checks.memtest:measure", params)
-    if outcome.kind != "ok":
-        return isolated_failure("memory.test", outcome)
-    return judge(ctx.with_gpus(outcome.data["gpus"]))
+    data = ctx.run_isolated("gpudoctor.checks.memtest:measure_memory", params)
+    if isinstance(data, Result):
+        return data
+    return judge(ctx.with_gpus(data["gpus"]))

@@ -6,19 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor import expect
-from gpudoctor.facts.identity import gpu_for_cuda_index
-from gpudoctor.model import Metric, Remediation, Result, Status, gpu_label, gpu_row
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, isolated_failure, live_gpus
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Status,
+    check,
+    expect,
+    gpu_for_cuda_index,
+    gpu_label,
+    gpu_row,
+)
 
 
-def measure(params: dict[str, Any]) -> dict[str, Any]:
+def measure_pairs(params: dict[str, Any]) -> dict[str, Any]:
     """In the isolated child: for each ordered GPU pair, peer access, copy bandwidth, latency, verification."""
     import torch
 
-    from gpudoctor.isolate import progress
-    from gpudoctor.measure import checksum, summary, time_repeats
+    from gpudoctor.api import measure, progress
 
     count = torch.cuda.device_count()
     numel = params["bytes"] // 4
@@ -32,13 +38,13 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             dst = torch.full((numel,), float("nan"), device=f"cuda:{b}")
             tiny_src, tiny_dst = src[:1], dst[:1]
             with torch.cuda.device(a):
-                copy = summary(
-                    time_repeats(
+                copy = measure.summary(
+                    measure.time_repeats(
                         lambda s=src, d=dst: d.copy_(s), torch.device("cuda", a), params["warmup"], params["iters"]
                     )
                 )
-                latency = summary(
-                    time_repeats(
+                latency = measure.summary(
+                    measure.time_repeats(
                         lambda s=tiny_src, d=tiny_dst: d.copy_(s),
                         torch.device("cuda", a),
                         params["warmup"],
@@ -53,7 +59,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
                     "access": torch.cuda.can_device_access_peer(a, b),
                     "gbps": params["bytes"] / copy["median_s"] / 1e9,
                     "latency_us": latency["median_s"] * 1e6,
-                    "verified": checksum(src) == checksum(dst),
+                    "verified": measure.checksum(src) == measure.checksum(dst),
                 }
             )
             del src, dst
@@ -91,7 +97,6 @@ def judge(
     access = sum(p["access"] for p in pairs)
     if failed:
         return Result(
-            "p2p.access",
             Status.FAIL,
             f"{len(failed)} of {len(pairs)} GPU pairs fail: {failed[0].where} {failed[0].summary}",
             rows=rows,
@@ -107,7 +112,6 @@ def judge(
             ),
         )
     return Result(
-        "p2p.access",
         Status.PASS,
         f"{len(pairs)} GPU pairs verified, {access} with peer access; slowest {worst_pair['gbps']:.1f} GB/s",
         rows=rows,
@@ -126,14 +130,7 @@ def judge(
 )
 def p2p(ctx: CheckContext) -> Result:
     """Access matrix (torch and NVML), copy bandwidth and latency per pair, every peer copy verified."""
-    params = {"bytes": ctx.settings["bytes"], "warmup": ctx.settings["warmup"], "iters": ctx.settings["iters"]}
-    outcome = ctx.run_isolated("gpudoctor.checks.p2p:measure", params)
-    if outcome.kind != "ok":
-        return isolated_failure("p2p.access", outcome)
-    return judge(
-        outcome.data["pairs"],
-        ctx.torch.get("devices") or [],
-        live_gpus(ctx.facts),
-        ctx.nvml.get("topology", {}),
-        ctx.settings["floor"],
-    )
+    data = ctx.run_isolated("gpudoctor.checks.p2p:measure_pairs", ctx.work("bytes"))
+    if isinstance(data, Result):
+        return data
+    return judge(data["pairs"], ctx.devices, ctx.gpus, ctx.nvml.get("topology", {}), ctx.settings["floor"])

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, live_gpus
+from gpudoctor.api import CheckContext, Metric, Remediation, Result, Status, check, from_rows, gpu_row
 
 GIB = 2**30
 DISABLING_VARS = {
@@ -20,7 +18,6 @@ def judge_shm(system: dict[str, Any], min_gib: float) -> Result:
     size = system.get("shm_bytes")
     if size is None:
         return Result(
-            "system.shm",
             Status.WARN,
             "/dev/shm is missing: DataLoader workers and NCCL need it",
             remediation=_shm_fix(system),
@@ -28,14 +25,13 @@ def judge_shm(system: dict[str, Any], min_gib: float) -> Result:
     metric = Metric("shm", round(size / GIB, 2), "GiB", expected=f">= {min_gib}", expected_source="config min_gib")
     if size < min_gib * GIB:
         return Result(
-            "system.shm",
             Status.WARN,
             f"/dev/shm is {size / 2**20:.0f} MiB: DataLoader workers die with 'Bus error' and NCCL's "
             "shared-memory transport fails",
             metrics=[metric],
             remediation=_shm_fix(system),
         )
-    return Result("system.shm", Status.PASS, f"/dev/shm {size / GIB:.1f} GiB", metrics=[metric])
+    return Result(Status.PASS, f"/dev/shm {size / GIB:.1f} GiB", metrics=[metric])
 
 
 def _shm_fix(system: dict[str, Any]) -> Remediation:
@@ -65,7 +61,6 @@ def judge_memory(system: dict[str, Any], gpu_count: int, min_gib_per_gpu: float,
         problems.append(f"{cpus:.1f} usable cores per GPU (DataLoader workers need >= {min_cpus_per_gpu})")
     if problems:
         return Result(
-            "system.memory",
             Status.WARN,
             "; ".join(problems),
             metrics=metrics,
@@ -73,7 +68,7 @@ def judge_memory(system: dict[str, Any], gpu_count: int, min_gib_per_gpu: float,
                 "Give the job more memory or cores, or use fewer GPUs per node.", ["nproc", "free -g", "taskset -cp $$"]
             ),
         )
-    return Result("system.memory", Status.PASS, f"{ram:.0f} GiB RAM and {cpus:.0f} cores per GPU", metrics=metrics)
+    return Result(Status.PASS, f"{ram:.0f} GiB RAM and {cpus:.0f} cores per GPU", metrics=metrics)
 
 
 def judge_limits(system: dict[str, Any], min_nofile: int) -> Result:
@@ -86,7 +81,6 @@ def judge_limits(system: dict[str, Any], min_nofile: int) -> Result:
         problems.append(f"open files limited to {nofile}: DataLoader workers fail with 'Too many open files'")
     if problems:
         return Result(
-            "system.limits",
             Status.WARN,
             "; ".join(problems),
             remediation=Remediation(
@@ -98,14 +92,14 @@ def judge_limits(system: dict[str, Any], min_nofile: int) -> Result:
             ),
         )
     memlock = "unlimited" if limits.get("memlock") is None else f"{limits['memlock'] // 1024} KiB"
-    return Result("system.limits", Status.PASS, f"memlock {memlock}, open files {nofile or 'unlimited'}")
+    return Result(Status.PASS, f"memlock {memlock}, open files {nofile or 'unlimited'}")
 
 
 def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     nodes = system.get("numa_nodes", {})
     affinity = set(system.get("cpu_affinity", []))
     if len(nodes) < 2:
-        return Result("system.numa", Status.PASS, "one NUMA node: every core is local to every GPU")
+        return Result(Status.PASS, "one NUMA node: every core is local to every GPU")
     gpu_nodes = system.get("gpu_numa_nodes", {})
     rows = []
     for gpu in gpus:
@@ -118,7 +112,6 @@ def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
         else:
             rows.append(gpu_row(gpu, Status.WARN, f"on NUMA node {node} but this process may not run on its cores"))
     return from_rows(
-        "system.numa",
         rows,
         "every GPU's NUMA node has cores this process can use",
         Remediation(
@@ -130,7 +123,7 @@ def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
 
 def judge_container(system: dict[str, Any]) -> Result:
     kind = system.get("container")
-    return Result("system.container", Status.PASS, f"running in a container ({kind})" if kind else "not in a container")
+    return Result(Status.PASS, f"running in a container ({kind})" if kind else "not in a container")
 
 
 def interface_matches(spec: str, interfaces: list[str]) -> list[str]:
@@ -173,12 +166,9 @@ def judge_nccl_env(system: dict[str, Any]) -> Result:
             )
         )
     if not findings:
-        return Result(
-            "system.nccl-env", Status.PASS, "no NCCL or Gloo setting disables a transport or names a missing interface"
-        )
+        return Result(Status.PASS, "no NCCL or Gloo setting disables a transport or names a missing interface")
     status = Status.FAIL if any(s == Status.FAIL for s, _, _ in findings) else Status.WARN
     return Result(
-        "system.nccl-env",
         status,
         "; ".join(text for _, text, _ in findings),
         remediation=Remediation(
@@ -191,12 +181,11 @@ def judge_nccl_env(system: dict[str, Any]) -> Result:
 def judge_infiniband(system: dict[str, Any]) -> Result:
     ports = system.get("infiniband", [])
     if not ports:
-        return Result("system.infiniband", Status.SKIP, "no InfiniBand/RoCE devices")
+        return Result(Status.SKIP, "no InfiniBand/RoCE devices")
     down = [p for p in ports if "ACTIVE" not in p["state"]]
     listing = ", ".join(f"{p['device']}/{p['port']} {p['state'].split(':')[-1].strip()} {p['rate']}" for p in ports)
     if down:
         return Result(
-            "system.infiniband",
             Status.WARN,
             f"{len(down)} of {len(ports)} ports not active: {listing}",
             remediation=Remediation(
@@ -204,48 +193,51 @@ def judge_infiniband(system: dict[str, Any]) -> Result:
                 ["ibstat", "sudo systemctl status opensm  # subnet manager, on one node of the fabric"],
             ),
         )
-    return Result("system.infiniband", Status.PASS, f"{len(ports)} ports active: {listing}")
+    return Result(Status.PASS, f"{len(ports)} ports active: {listing}")
 
 
-@check("system.shm", "Shared memory is large enough", settings={"min_gib": 1.0})
+@check("system.shm", "Shared memory is large enough", uses=("system",), settings={"min_gib": 1.0})
 def shm(ctx: CheckContext) -> Result:
     """/dev/shm size (DataLoader workers crash in containers with the 64 MB default)."""
     return judge_shm(ctx.system, ctx.settings["min_gib"])
 
 
-@check("system.memory", "RAM and cores per GPU", settings={"min_gib_per_gpu": 8.0, "min_cpus_per_gpu": 2})
+@check(
+    "system.memory",
+    "RAM and cores per GPU",
+    uses=("system", "nvml"),
+    settings={"min_gib_per_gpu": 8.0, "min_cpus_per_gpu": 2},
+)
 def memory(ctx: CheckContext) -> Result:
     """Host memory and usable cores per GPU."""
-    return judge_memory(
-        ctx.system, len(live_gpus(ctx.facts)), ctx.settings["min_gib_per_gpu"], ctx.settings["min_cpus_per_gpu"]
-    )
+    return judge_memory(ctx.system, len(ctx.gpus), ctx.settings["min_gib_per_gpu"], ctx.settings["min_cpus_per_gpu"])
 
 
-@check("system.limits", "memlock and open-files limits", settings={"min_nofile": 4096})
+@check("system.limits", "memlock and open-files limits", uses=("system",), settings={"min_nofile": 4096})
 def limits(ctx: CheckContext) -> Result:
     """memlock (RDMA) and open-files (DataLoader) limits."""
     return judge_limits(ctx.system, ctx.settings["min_nofile"])
 
 
-@check("system.numa", "GPUs' NUMA nodes are reachable", needs=("nvml",))
+@check("system.numa", "GPUs' NUMA nodes are reachable", needs=("nvml",), uses=("system",))
 def numa(ctx: CheckContext) -> Result:
     """Each GPU's NUMA node against the process's CPU affinity."""
-    return judge_numa(ctx.system, live_gpus(ctx.facts))
+    return judge_numa(ctx.system, ctx.gpus)
 
 
-@check("system.container", "Container detection")
+@check("system.container", "Container detection", uses=("system",))
 def container(ctx: CheckContext) -> Result:
     """Whether this runs in a container (it changes the fixes for shm and limits)."""
     return judge_container(ctx.system)
 
 
-@check("system.nccl-env", "NCCL and Gloo environment")
+@check("system.nccl-env", "NCCL and Gloo environment", uses=("system",))
 def nccl_env(ctx: CheckContext) -> Result:
     """NCCL_*_DISABLE hazards; NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME naming interfaces that do not exist."""
     return judge_nccl_env(ctx.system)
 
 
-@check("system.infiniband", "InfiniBand ports are up")
+@check("system.infiniband", "InfiniBand ports are up", uses=("system",))
 def infiniband(ctx: CheckContext) -> Result:
     """InfiniBand/RoCE devices, their port state and rate."""
     return judge_infiniband(ctx.system)

@@ -6,12 +6,20 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from gpudoctor.facts.identity import gpu_for_cuda_index
-from gpudoctor.facts.nvml import usable
-from gpudoctor.hardware import cuda_table, cuda_version_text
-from gpudoctor.model import Metric, Remediation, Result, Status, from_rows, gpu_row
-from gpudoctor.registry import check
-from gpudoctor.runner import CheckContext, live_gpus
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Status,
+    check,
+    cuda_table,
+    cuda_version_text,
+    from_rows,
+    gpu_for_cuda_index,
+    gpu_row,
+    usable,
+)
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 
@@ -73,13 +81,12 @@ def judge_import(torch: dict[str, Any]) -> Result:
     if torch.get("importable"):
         build = f"CUDA {torch['cuda']}" if torch.get("cuda") else "CPU-only"
         return Result(
-            "torch.import",
             Status.PASS,
             f"torch {torch['version']} ({build})",
             metrics=[Metric("torch_version", torch["version"]), Metric("torch_cuda", torch.get("cuda"))],
         )
     error = torch.get("import_error") or "unknown error"
-    return Result("torch.import", Status.FAIL, f"torch does not import: {error}", remediation=_import_fix(error))
+    return Result(Status.FAIL, f"torch does not import: {error}", remediation=_import_fix(error))
 
 
 def _import_fix(error: str) -> Remediation:
@@ -104,7 +111,7 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
     built = torch.get("cuda")
     driver = nvml.get("driver_version")
     if not built:
-        return Result("torch.cuda-driver", Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
+        return Result(Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
     toolkit = build_toolkit(torch)
     family_min = cuda_table()["family_minimum"].get(built.split(".")[0])
     toolkit_min = toolkit_minimum(toolkit)
@@ -117,10 +124,9 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
         )
     ]
     if not family_min or not driver:
-        return Result("torch.cuda-driver", Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
+        return Result(Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
     if _older(driver, family_min):
         return Result(
-            "torch.cuda-driver",
             Status.FAIL,
             f"torch is built for CUDA {toolkit}, which needs driver >= {family_min}; this node has {driver}",
             metrics=metrics,
@@ -128,7 +134,6 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
         )
     if toolkit_min and _older(driver, toolkit_min):
         return Result(
-            "torch.cuda-driver",
             Status.WARN,
             f"driver {driver} runs CUDA {toolkit} only through minor-version compatibility "
             f"(full support from {toolkit_min}): no PTX JIT for newer code",
@@ -138,7 +143,7 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
                 [f"sudo apt install nvidia-driver-{toolkit_min.split('.')[0]}-server"],
             ),
         )
-    return Result("torch.cuda-driver", Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
+    return Result(Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
 
 
 def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: str) -> Remediation:
@@ -185,12 +190,11 @@ def judge_cuda_available(
     gpus = [g for g in nvml.get("gpus", []) if usable(g)]
     if not gpus:
         detail = "" if not torch.get("cuda") else " (a CUDA build, but this machine has no usable NVIDIA GPU)"
-        return Result("torch.cuda-available", Status.SKIP, f"NVML sees no GPU{detail}")
+        return Result(Status.SKIP, f"NVML sees no GPU{detail}")
     if not torch.get("cuda"):
         caps = [tuple(g["compute_capability"]) for g in gpus if g.get("compute_capability")]
         tag = wheel_for(caps, machine, nvml.get("driver_version"))
         return Result(
-            "torch.cuda-available",
             Status.FAIL,
             f"torch {torch.get('version')} is a CPU-only build on a machine with {len(gpus)} NVIDIA GPUs",
             remediation=Remediation(
@@ -201,7 +205,6 @@ def judge_cuda_available(
     broken = [d for d in torch.get("devices") or [] if d.get("error")]
     if broken:
         return Result(
-            "torch.cuda-available",
             Status.FAIL,
             "; ".join(f"torch cannot read cuda:{d['index']}: {d['error']}" for d in broken),
             remediation=Remediation(
@@ -210,11 +213,10 @@ def judge_cuda_available(
             ),
         )
     if torch.get("cuda_available"):
-        return Result("torch.cuda-available", Status.PASS, f"torch sees {torch.get('device_count')} GPUs")
+        return Result(Status.PASS, f"torch sees {torch.get('device_count')} GPUs")
     error = torch.get("cuda_init_error") or "no error message"
     why, commands = _cuda_init_cause(error, env)
     return Result(
-        "torch.cuda-available",
         Status.FAIL,
         f"NVML sees {len(gpus)} GPUs but torch.cuda.is_available() is False: {error}",
         remediation=Remediation(why, commands),
@@ -257,7 +259,7 @@ def judge_arch(
     torch: dict[str, Any], gpus: list[dict[str, Any]], driver: str | None, machine: str = "x86_64"
 ) -> Result:
     if not torch.get("cuda"):
-        return Result("torch.arch", Status.SKIP, "CPU-only torch build")
+        return Result(Status.SKIP, "CPU-only torch build")
     arch_list = torch.get("arch_list") or []
     devices = device_capabilities(torch, gpus)
     rows = []
@@ -280,9 +282,7 @@ def judge_arch(
             [NO_WHEEL_FIX],
         )
     )
-    return from_rows(
-        "torch.arch", rows, f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})", fix
-    )
+    return from_rows(rows, f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})", fix)
 
 
 NO_WHEEL_FIX = (
@@ -300,7 +300,7 @@ def cudnn_version_tuple(version: int) -> tuple[int, int, int]:
 
 def judge_cudnn(torch: dict[str, Any]) -> Result:
     if not torch.get("cuda"):
-        return Result("torch.cudnn", Status.SKIP, "CPU-only torch build")
+        return Result(Status.SKIP, "CPU-only torch build")
     info = torch.get("cudnn") or {}
     fix = Remediation(
         "torch needs the cuDNN it was built with (same major, same or newer minor).",
@@ -310,41 +310,34 @@ def judge_cudnn(torch: dict[str, Any]) -> Result:
         ],
     )
     if info.get("error"):
-        return Result("torch.cudnn", Status.FAIL, f"cuDNN does not load: {info['error']}", remediation=fix)
+        return Result(Status.FAIL, f"cuDNN does not load: {info['error']}", remediation=fix)
     if not info.get("available") or not info.get("version"):
-        return Result(
-            "torch.cudnn", Status.FAIL, "cuDNN is not available: convolutions fall back or fail", remediation=fix
-        )
+        return Result(Status.FAIL, "cuDNN is not available: convolutions fall back or fail", remediation=fix)
     runtime = cudnn_version_tuple(info["version"])
     compiled = tuple(info["compiled"]) if info.get("compiled") else None
     text = ".".join(map(str, runtime))
     if compiled and (runtime[0] != compiled[0] or runtime[1] < compiled[1]):
         return Result(
-            "torch.cudnn",
             Status.FAIL,
             f"cuDNN {text} loaded, torch was built with {'.'.join(map(str, compiled))}",
             remediation=fix,
         )
-    return Result("torch.cudnn", Status.PASS, f"cuDNN {text}", metrics=[Metric("cudnn_version", text)])
+    return Result(Status.PASS, f"cuDNN {text}", metrics=[Metric("cudnn_version", text)])
 
 
 def judge_nccl(torch: dict[str, Any]) -> Result:
     info = torch.get("nccl") or {}
     if not info.get("distributed"):
         return Result(
-            "torch.nccl",
             Status.FAIL,
             "torch.distributed is not available in this build",
             remediation=Remediation("Install an official torch build.", [pip_command(stable_wheel())]),
         )
     if not torch.get("cuda"):
         status = Status.PASS if info.get("gloo_backend") else Status.FAIL
-        return Result(
-            "torch.nccl", status, f"CPU-only build: gloo {'available' if status == Status.PASS else 'missing'}"
-        )
+        return Result(status, f"CPU-only build: gloo {'available' if status == Status.PASS else 'missing'}")
     if not info.get("nccl_backend") or not info.get("version"):
         return Result(
-            "torch.nccl",
             Status.FAIL,
             f"NCCL is not usable: {info.get('error') or 'backend missing'}",
             remediation=Remediation(
@@ -353,7 +346,6 @@ def judge_nccl(torch: dict[str, Any]) -> Result:
             ),
         )
     return Result(
-        "torch.nccl",
         Status.PASS,
         f"NCCL {info['version']}, gloo {'available' if info.get('gloo_backend') else 'missing'}",
         metrics=[Metric("nccl_version", info["version"])],
@@ -377,34 +369,31 @@ def judge_torchvision(torch: dict[str, Any]) -> Result:
         command += f" --index-url {WHEEL_INDEX}/cu{torch['cuda'].replace('.', '')}"
     fix = Remediation(f"torchvision must be the release built for torch {torch.get('version')}.", [command])
     if not info.get("installed"):
-        return Result("torch.torchvision", Status.FAIL, "torchvision is not installed", remediation=fix)
+        return Result(Status.FAIL, "torchvision is not installed", remediation=fix)
     have = Version(info["version"]).base_version
     if want and not have.startswith(want + "."):
         return Result(
-            "torch.torchvision",
             Status.FAIL,
             f"torchvision {info['version']} is not built for torch {torch.get('version')} (wants {want}.x)",
             remediation=fix,
         )
     if not info.get("ops_ok"):
         return Result(
-            "torch.torchvision",
             Status.FAIL,
             f"torchvision's compiled ops do not load: {info.get('error')}",
             remediation=fix,
         )
-    return Result("torch.torchvision", Status.PASS, f"torchvision {info['version']}, compiled ops load")
+    return Result(Status.PASS, f"torchvision {info['version']}, compiled ops load")
 
 
 def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
     if not nvcc.get("path"):
-        return Result("torch.nvcc", Status.SKIP, "no nvcc on PATH (needed only to build CUDA extensions)")
+        return Result(Status.SKIP, "no nvcc on PATH (needed only to build CUDA extensions)")
     if not torch.get("cuda") or not nvcc.get("version"):
-        return Result("torch.nvcc", Status.PASS, f"nvcc {nvcc.get('version')} at {nvcc['path']}")
+        return Result(Status.PASS, f"nvcc {nvcc.get('version')} at {nvcc['path']}")
     if nvcc["version"].split(".")[0] != torch["cuda"].split(".")[0]:
         major = torch["cuda"]
         return Result(
-            "torch.nvcc",
             Status.WARN,
             f"nvcc {nvcc['version']} on PATH but torch uses CUDA {major}: "
             "extension builds (apex, flash-attn, DeepSpeed ops) will fail",
@@ -413,33 +402,31 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
                 [f"export CUDA_HOME=/usr/local/cuda-{major} PATH=/usr/local/cuda-{major}/bin:$PATH"],
             ),
         )
-    return Result("torch.nvcc", Status.PASS, f"nvcc {nvcc['version']} matches torch's CUDA {torch['cuda']}")
+    return Result(Status.PASS, f"nvcc {nvcc['version']} matches torch's CUDA {torch['cuda']}")
 
 
-@check("torch.import", "torch imports")
+@check("torch.import", "torch imports", uses=("torch",))
 def torch_imports(ctx: CheckContext) -> Result:
     """torch imports; when it does not, the real cause (missing library, shadowed .so)."""
     return judge_import(ctx.torch)
 
 
-@check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("torch", "nvml"))
+@check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("torch", "nvml"), uses=("system",))
 def cuda_driver(ctx: CheckContext) -> Result:
     """torch.version.cuda against the driver's minimum (minor-version compatibility included)."""
     return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.system.get("machine", "x86_64"))
 
 
-@check("torch.cuda-available", "torch can use the GPUs", needs=("torch",))
+@check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))
 def cuda_available(ctx: CheckContext) -> Result:
     """A CUDA build that initialises CUDA where NVML sees GPUs; when not, the cause."""
     return judge_cuda_available(ctx.torch, ctx.nvml, ctx.system.get("env", {}), ctx.system.get("machine", "x86_64"))
 
 
-@check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"))
+@check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"), uses=("system",))
 def arch(ctx: CheckContext) -> Result:
     """Each GPU's compute capability against torch's compiled arch list, by torch's own loading rule."""
-    return judge_arch(
-        ctx.torch, live_gpus(ctx.facts), ctx.nvml.get("driver_version"), ctx.system.get("machine", "x86_64")
-    )
+    return judge_arch(ctx.torch, ctx.gpus, ctx.nvml.get("driver_version"), ctx.system.get("machine", "x86_64"))
 
 
 @check("torch.cudnn", "cuDNN loads and matches", needs=("torch",))
@@ -460,7 +447,7 @@ def torchvision(ctx: CheckContext) -> Result:
     return judge_torchvision(ctx.torch)
 
 
-@check("torch.nvcc", "nvcc matches torch's CUDA", needs=("torch",))
+@check("torch.nvcc", "nvcc matches torch's CUDA", needs=("torch", "nvcc"))
 def nvcc(ctx: CheckContext) -> Result:
     """nvcc on PATH against torch.version.cuda (extension builds need the same major)."""
     return judge_nvcc(ctx.torch, ctx.system.get("nvcc", {}))

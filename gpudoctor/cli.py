@@ -8,13 +8,19 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpudoctor import __version__
 
-LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: long stress (default: quick)"
+if TYPE_CHECKING:
+    from gpudoctor.config import Config
+    from gpudoctor.context import Options
+    from gpudoctor.registry import CheckSpec
+
+LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: four times the work (default: quick)"
 
 
 class UsageError(Exception):
@@ -169,7 +175,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     _require_writable(args.file)
     plan = _plan(args)
     run = _execute(plan, show_progress=True)
-    saved = baseline.from_results(run.results, plan["facts"])
+    saved = baseline.from_results(run.results, plan.facts)
     if not saved["figures"]:
         raise UsageError("no workload produced a figure to save; run on the node with its GPUs")
     _write(Path(args.file), baseline.dumps(saved))
@@ -177,17 +183,31 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan(args: argparse.Namespace) -> dict[str, Any]:
+@dataclass
+class Plan:
+    """A run, fully checked before any check runs: what to run, on which facts, judged how."""
+
+    options: Options
+    specs: list[CheckSpec]  # in running order
+    config: Config
+    facts: dict[str, Any]
+    source: str  # "live", or "snapshot:PATH"
+    strict: bool
+    broken: list[tuple[str, str]]  # plugins that failed to load
+
+
+def _plan(args: argparse.Namespace) -> Plan:
     """Everything that can be wrong with the input is found here, before any check runs."""
     from gpudoctor import config as config_mod
+    from gpudoctor.context import Options
     from gpudoctor.launch import Fault, FaultSpecError
-    from gpudoctor.runner import Options, SelectionError, select
+    from gpudoctor.runner import SelectionError, select, sources_for
 
     try:
         cfg = config_mod.load(Path(args.config) if args.config else None)
         discovery = _discover(args.checks_dir + cfg.top.get("checks_dir", []))
         config_mod.validate_checks(cfg, discovery.specs)
-        fault = Fault.from_env()
+        Fault.from_env()  # the test hook is read by the ranks; a malformed value is a usage error here
     except (config_mod.ConfigError, FaultSpecError) as exc:
         raise UsageError(str(exc)) from None
     top = cfg.top
@@ -195,12 +215,12 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         level=args.level or top.get("level", "quick"),
         only=args.only or list(top.get("only", [])),
         skip=args.skip + list(top.get("skip", [])),
-        timeout=args.timeout or top.get("timeout"),
+        timeout=args.timeout,
+        config_timeout=top.get("timeout"),
         expect_gpus=args.expect_gpus if args.expect_gpus is not None else top.get("expect_gpus"),
         device=args.device or top.get("device", "auto"),
         offline=bool(args.from_file),
         baseline=_load_baseline(args.baseline or top.get("baseline")),
-        fault=fault,
     )
     if options.device not in ("auto", "cuda", "cpu"):
         raise UsageError(f"config: device must be auto, cuda or cpu, not {options.device!r}")
@@ -209,17 +229,9 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
     _require_writable(getattr(args, "output", None))
-    facts, source = _facts(args.from_file)
+    facts, source = _facts(args.from_file, sources_for(specs))
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
-    return {
-        "options": options,
-        "specs": specs,
-        "config": cfg,
-        "facts": facts,
-        "source": source,
-        "strict": strict,
-        "broken": discovery.broken,
-    }
+    return Plan(options, specs, cfg, facts, source, strict, discovery.broken)
 
 
 def _discover(dirs: list[str]) -> Any:
@@ -242,7 +254,8 @@ def _load_baseline(path: str | None) -> dict[str, Any] | None:
         raise UsageError(str(exc)) from None
 
 
-def _facts(from_file: str | None) -> tuple[dict[str, Any], str]:
+def _facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, Any], str]:
+    """A snapshot's facts, or this node's from the sources the selected checks need (and no others)."""
     from gpudoctor.facts import snapshot
 
     if from_file:
@@ -250,27 +263,27 @@ def _facts(from_file: str | None) -> tuple[dict[str, Any], str]:
             return snapshot.load(Path(from_file)), f"snapshot:{from_file}"
         except snapshot.SnapshotError as exc:
             raise UsageError(str(exc)) from None
-    return snapshot.gather(), "live"
+    return snapshot.gather(sources), "live"
 
 
-def _execute(plan: dict[str, Any], show_progress: bool) -> Any:
+def _execute(plan: Plan, show_progress: bool) -> Any:
     from rich.console import Console
 
     from gpudoctor.report.console import LiveProgress
     from gpudoctor.runner import broken_plugin_results, run_checks
 
-    progress = LiveProgress(Console(stderr=True), len(plan["specs"]))
+    progress = LiveProgress(Console(stderr=True), len(plan.specs))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with progress.context() if show_progress else nullcontext():
-            run = run_checks(plan["specs"], plan["facts"], plan["options"], plan["config"].settings, progress)
+            run = run_checks(plan.specs, plan.facts, plan.options, plan.config.settings, progress)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    run.results = broken_plugin_results(plan["broken"]) + run.results
+    run.results = broken_plugin_results(plan.broken) + run.results
     return run
 
 
-def _run_and_report(args: argparse.Namespace, plan: dict[str, Any]) -> int:
+def _run_and_report(args: argparse.Namespace, plan: Plan) -> int:
     from rich.console import Console
 
     from gpudoctor.report import document as doc
@@ -278,13 +291,13 @@ def _run_and_report(args: argparse.Namespace, plan: dict[str, Any]) -> int:
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     run = _execute(plan, show_progress=not args.json)
-    code = doc.exit_code(run.results, plan["strict"], run.interrupted)
+    code = doc.exit_code(run.results, plan.strict, run.interrupted)
     meta = {
-        "host": plan["facts"]["system"].get("hostname", os.uname().nodename),
+        "host": plan.facts["system"].get("hostname") or os.uname().nodename,
         "started_at": started_at,
-        "duration_s": round(time.monotonic() - started + plan["facts"].get("gather_s", 0.0), 3),
-        "level": plan["options"].level,
-        "source": plan["source"],
+        "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
+        "level": plan.options.level,
+        "source": plan.source,
     }
     document = doc.build(run.results, meta, code, run.interrupted)
     if args.json:

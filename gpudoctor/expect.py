@@ -13,7 +13,7 @@ from typing import Any
 
 from gpudoctor.facts.identity import same_pci
 from gpudoctor.hardware import efficiency, gpu_model, nvlink_gbps, pcie_gbps
-from gpudoctor.model import Metric, Status
+from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
 
 
 @dataclass
@@ -67,6 +67,37 @@ def verdict(
         expected_source=f"{floor:g} x {expected.value:.4g} {unit}, {expected.source}",
     )
     return (Status.PASS if value >= minimum else Status.FAIL), metric
+
+
+def gpu_verdict(
+    gpu: dict[str, Any],
+    figure: str,
+    value: float,
+    unit: str,
+    expected: Expectation | None,
+    floor: float,
+    peak: Peak | None,
+) -> tuple[Status, Metric]:
+    """`verdict` for one GPU's figure, its metric named after the GPU ("GPU 3 h2d")."""
+    return verdict(f"GPU {gpu['index']} {figure}", value, unit, expected, floor, peak)
+
+
+Measured = list[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def judge_per_gpu(
+    measured: Measured,
+    judge_one: Callable[[dict[str, Any], dict[str, Any]], tuple[Row, list[Metric]]],
+    ok_summary: str,
+    remediation: Remediation,
+) -> Result:
+    """Each GPU's (measurement, facts) pair judged on its own into one row; every GPU's metrics kept."""
+    rows, metrics = [], []
+    for m, gpu in measured:
+        row, found = judge_one(m, gpu)
+        rows.append(row)
+        metrics += found
+    return from_rows(rows, ok_summary, remediation, metrics)
 
 
 def pick(*candidates: Expectation | None) -> Expectation | None:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import psutil
 
 from gpudoctor.files import write_json_atomic
+from gpudoctor.model import Status
 
 WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
 KILL_GRACE_S = 2.0
@@ -34,9 +36,10 @@ REFRESH_S = 0.5  # how often the tree is walked for new descendants; cheap enoug
 
 @dataclass
 class Outcome:
-    """How an isolated run ended. kind: ok, error (raised or exited non-zero), crash (signal), timeout."""
+    """How an isolated run ended: PASS (it returned `data`), ERROR (it raised, exited non-zero or was killed
+    by a signal: `message` says which), TIMEOUT."""
 
-    kind: str
+    status: Status
     data: Any = None
     message: str = ""
     exit_code: int | None = None
@@ -80,35 +83,22 @@ def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, 
 
 
 def _outcome(returncode: int, timed_out: bool, elapsed: float, workdir: Path, timeout_s: float) -> Outcome:
-    stderr_tail = _tail(workdir / "stderr")
-    progress = read_progress(workdir)
+    """What the child's exit, its result file and the clock say happened."""
+    seen = {"elapsed_s": elapsed, "stderr_tail": _tail(workdir / "stderr"), "progress": read_progress(workdir)}
     if timed_out:
-        return Outcome(
-            "timeout",
-            message=f"did not finish within its {timeout_s:g} s limit",
-            elapsed_s=elapsed,
-            stderr_tail=stderr_tail,
-            progress=progress,
-        )
+        return Outcome(Status.TIMEOUT, message=f"did not finish within its {timeout_s:g} s limit", **seen)
     result_path = workdir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if returncode == 0 and result is not None and "data" in result:
-        return Outcome("ok", data=result["data"], exit_code=0, elapsed_s=elapsed, progress=progress)
+        return Outcome(Status.PASS, data=result["data"], exit_code=0, **seen)
+    return Outcome(Status.ERROR, message=_failure(returncode, result), exit_code=returncode, **seen)
+
+
+def _failure(returncode: int, result: dict[str, Any] | None) -> str:
     if returncode < 0:
         name = signal.Signals(-returncode).name
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return Outcome(
-            "crash",
-            message=f"killed by {name}{hint}",
-            exit_code=returncode,
-            elapsed_s=elapsed,
-            stderr_tail=stderr_tail,
-            progress=progress,
-        )
-    message = result["error"] if result and "error" in result else f"exited with code {returncode}"
-    return Outcome(
-        "error", message=message, exit_code=returncode, elapsed_s=elapsed, stderr_tail=stderr_tail, progress=progress
-    )
+        return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    return result["error"] if result and "error" in result else f"exited with code {returncode}"
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -194,17 +184,23 @@ def load_target(target: str) -> Any:
     return getattr(module, func_name)
 
 
-def _child_main(spec_path: str) -> int:
-    spec = json.loads(Path(spec_path).read_text())
-    result_path = Path(spec_path).with_name("result.json")
+def record_call(call: Callable[[], Any], result_path: Path) -> int:
+    """The one way a child process reports: run `call`, write what it returned (`data`) or what it raised
+    (`error`) to `result_path` atomically; the exit code says which."""
     try:
-        data = load_target(spec["target"])(spec["payload"])
+        data = call()
     except Exception as exc:
         traceback.print_exc()
-        write_json_atomic(result_path, {"error": f"{type(exc).__name__}: {exc}"})
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        write_json_atomic(result_path, {"error": f"raised {type(exc).__name__}: {first_line[:300]}"})
         return 1
     write_json_atomic(result_path, {"data": data})
     return 0
+
+
+def _child_main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    return record_call(lambda: load_target(spec["target"])(spec["payload"]), Path(spec_path).with_name("result.json"))
 
 
 if __name__ == "__main__":

@@ -20,15 +20,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.files import write_json_atomic
 from gpudoctor.isolate import (
     WORKDIR_ENV,
     Outcome,
     load_target,
     progress,
     read_progress,
+    record_call,
     run_isolated,
 )
+from gpudoctor.model import Status
 
 FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"
 FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt")
@@ -57,6 +58,10 @@ class Fault:
         if fields or fault.kind not in FAULT_KINDS:
             raise FaultSpecError(f"{FAULT_ENV}={text!r}: kind must be one of {', '.join(FAULT_KINDS)}")
         return fault
+
+    @property
+    def text(self) -> str:
+        return f"rank={self.rank},kind={self.kind},at={self.at}"
 
     @classmethod
     def from_env(cls) -> Fault | None:
@@ -115,9 +120,10 @@ class RankReport:
 
 @dataclass
 class LaunchResult:
-    """status: ok, error (a rank failed) or timeout (a rank never arrived, or a collective hung)."""
+    """PASS (every rank returned), ERROR (a rank failed) or TIMEOUT (a rank never arrived, or a collective
+    hung); `message` names the rank and what it was doing."""
 
-    status: str
+    status: Status
     message: str
     ranks: list[RankReport] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -135,26 +141,27 @@ def launch(
     timeout_s: float,
     fault: Fault | None = None,
 ) -> LaunchResult:
-    """Run `module:function(ctx)` on `world_size` ranks and gather what each returns."""
+    """Run `module:function(ctx)` on `world_size` ranks and gather what each returns. A test's `fault` reaches
+    the ranks as the environment hook a user would set (GPUDOCTOR_INJECT_FAULT), which the ranks read."""
     payload = {
         "worker": worker,
         "world_size": world_size,
         "backend": backend,
         "params": params,
         "deadline": time.time() + timeout_s,
-        "fault": fault.__dict__ if fault else None,
     }
-    return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s))
+    env = {FAULT_ENV: fault.text} if fault else None
+    return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s, env))
 
 
 def _interpret(outcome: Outcome) -> LaunchResult:
-    if outcome.kind == "ok":
+    if outcome.status == Status.PASS:
         ranks = [RankReport(**r) for r in outcome.data["ranks"]]
         return judge_ranks(ranks, outcome.elapsed_s)
-    if outcome.kind == "timeout":
-        return LaunchResult("timeout", _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
+    if outcome.status == Status.TIMEOUT:
+        return LaunchResult(Status.TIMEOUT, _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
     return LaunchResult(
-        "error", f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s
+        Status.ERROR, f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s
     )
 
 
@@ -164,7 +171,7 @@ def judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
     cause is the rank that never arrived, the one still running or furthest behind."""
     failed = [r for r in ranks if r.exit_code != 0 and not r.stopped_by_launcher]
     if not failed:
-        return LaunchResult("ok", f"{len(ranks)} ranks finished", ranks, elapsed)
+        return LaunchResult(Status.PASS, f"{len(ranks)} ranks finished", ranks, elapsed)
     waited = [r for r in failed if _gave_up_waiting(r, ranks)]
     if len(waited) == len(failed):
         return _timed_out(waited, ranks, elapsed)
@@ -172,7 +179,7 @@ def judge_ranks(ranks: list[RankReport], elapsed: float) -> LaunchResult:
         (r for r in failed if r not in waited),
         key=lambda r: (_lost_a_peer(r.error), r.exit_round or 0, not r.error.startswith("crashed"), r.rank),
     )
-    return LaunchResult("error", f"rank {first.rank} {first.error} during '{first.phase}'", ranks, elapsed)
+    return LaunchResult(Status.ERROR, f"rank {first.rank} {first.error} during '{first.phase}'", ranks, elapsed)
 
 
 def _gave_up_waiting(rank: RankReport, ranks: list[RankReport]) -> bool:
@@ -193,11 +200,13 @@ def _timed_out(waited: list[RankReport], ranks: list[RankReport], elapsed: float
     where = waiting[0].phase
     if not behind:
         return LaunchResult(
-            "timeout", f"all ranks timed out in '{where}': the collective never completed", ranks, elapsed
+            Status.TIMEOUT, f"all ranks timed out in '{where}': the collective never completed", ranks, elapsed
         )
     names = ", ".join(f"rank {r.rank} (in '{r.phase}')" for r in behind)
     gave_up = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(str(r.rank) for r in waiting)}"
-    return LaunchResult("timeout", f"{names} never arrived; {gave_up} gave up waiting in '{where}'", ranks, elapsed)
+    return LaunchResult(
+        Status.TIMEOUT, f"{names} never arrived; {gave_up} gave up waiting in '{where}'", ranks, elapsed
+    )
 
 
 PEER_LOSS = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote worker", "socket closed")
@@ -351,12 +360,14 @@ def collective_timeout(deadline: float) -> float:
     return max(1.0, (deadline - time.time()) * 0.4)
 
 
-def init_rank(backend: str, deadline: float, params: dict[str, Any], fault: Fault | None) -> RankContext:
+def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankContext:
     """Join the process group the way torchrun-started code does; usable on its own under torchrun.
 
     `deadline` is the wall-clock time the whole launch must end by; the collective timeout is derived from
-    what is left of it once torch is imported.
+    what is left of it once torch is imported. The test hook GPUDOCTOR_INJECT_FAULT is read here, on the
+    rank, from the environment it inherited.
     """
+    fault = Fault.from_env()
     import torch
     import torch.distributed as dist
 
@@ -376,24 +387,21 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any], fault: Faul
 def _rank_main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     rank = int(os.environ["RANK"])
-    result_path = Path(spec_path).with_name(f"rank{rank}.json")
-    fault = Fault(**spec["fault"]) if spec["fault"] else None
     progress(f"rank{rank}", "0|startup")
-    try:
-        if fault and fault.rank == rank and fault.at == "startup":
-            _trigger(fault.kind)
-        ctx = init_rank(spec["backend"], spec["deadline"], spec["params"], fault)
-        data = load_target(spec["worker"])(ctx)
-        ctx.phase("shutdown")
-        import torch.distributed as dist
+    return record_call(lambda: _run_rank(spec, rank), Path(spec_path).with_name(f"rank{rank}.json"))
 
-        dist.destroy_process_group()
-    except Exception as exc:
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        write_json_atomic(result_path, {"error": f"raised {type(exc).__name__}: {first_line[:300]}"})
-        return 1
-    write_json_atomic(result_path, {"data": data})
-    return 0
+
+def _run_rank(spec: dict[str, Any], rank: int) -> Any:
+    fault = Fault.from_env()
+    if fault and fault.rank == rank and fault.at == "startup":
+        _trigger(fault.kind)
+    ctx = init_rank(spec["backend"], spec["deadline"], spec["params"])
+    data = load_target(spec["worker"])(ctx)
+    ctx.phase("shutdown")
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    return data
 
 
 if __name__ == "__main__":

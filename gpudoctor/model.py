@@ -82,7 +82,6 @@ class Row:
 class Result:
     """What one check concluded. A check may return several, each with its own `aspect`."""
 
-    check_id: str
     status: Status
     summary: str
     aspect: str | None = None
@@ -91,6 +90,7 @@ class Result:
     rows: list[Row] = field(default_factory=list)
     duration_s: float = 0.0
     title: str = ""
+    check_id: str = ""  # stamped by the runner from the check's declaration
 
     @property
     def label(self) -> str:
@@ -100,7 +100,7 @@ class Result:
         data = asdict(self)
         data["status"] = self.status.value
         data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
-        return data
+        return {"check_id": data.pop("check_id"), **data}
 
 
 def gpu_label(gpu: dict[str, Any]) -> str:
@@ -121,7 +121,6 @@ def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
 
 
 def from_rows(
-    check_id: str,
     rows: list[Row],
     ok_summary: str,
     remediation: Remediation | None = None,
@@ -133,16 +132,16 @@ def from_rows(
     status = worst([r.status for r in rows], default=Status.SKIP)
     bad = [r for r in rows if r.status not in (Status.PASS, Status.SKIP)]
     if not rows:
-        return Result(check_id, Status.SKIP, "no GPU to judge", metrics=metrics)
+        return Result(Status.SKIP, "no GPU to judge", metrics=metrics)
     if not bad:
         missing = [r.where.removeprefix("GPU ") for r in rows if r.status == Status.SKIP]
         if missing and len(missing) < len(rows):
             ok_summary += f" (not available on GPU {', '.join(missing)})"
-        return Result(check_id, status, ok_summary, rows=rows, metrics=metrics)
+        return Result(status, ok_summary, rows=rows, metrics=metrics)
     summary = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3])
     if len(bad) > 3:
         summary += f"; and {len(bad) - 3} more GPUs"
     if remediation:
         targets = ",".join(r.target for r in bad) or "<GPU>"
         remediation = Remediation(remediation.why, [c.replace("<GPU>", targets) for c in remediation.commands])
-    return Result(check_id, status, summary, remediation=remediation, rows=rows, metrics=metrics)
+    return Result(status, summary, remediation=remediation, rows=rows, metrics=metrics)

@@ -10,26 +10,26 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import pkgutil
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.facts.snapshot import SOURCES
+
 LEVELS = ("quick", "standard", "full")
-NEEDS = ("nvml", "torch", "gpu", "live")
-BUILTIN_MODULES = (
-    "driver",
-    "torch_build",
-    "system",
-    "health",
-    "allreduce",
-    "p2p",
-    "bandwidth",
-    "compute",
-    "memtest",
-    "ddp",
-)
+# A check that names no fact source is given all of them (a plugin written before they existed).
+NEEDS = (*SOURCES, "gpu", "live")
+# Built-in modules are found by walking the package; this only orders the report (quick areas first, then
+# the workloads from quick to slow). A new module sorts last until it is named here.
+BUILTIN_ORDER = {
+    name: i
+    for i, name in enumerate(
+        ("driver", "torch_build", "system", "health", "allreduce", "p2p", "bandwidth", "compute", "memtest", "ddp")
+    )
+}
 ENTRY_POINT_GROUP = "gpudoctor.checks"
 CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
 SPEC_ATTR = "__gpudoctor_check__"
@@ -39,8 +39,11 @@ SPEC_ATTR = "__gpudoctor_check__"
 class CheckSpec:
     """What a check declares about itself.
 
-    needs: "nvml" (NVML facts), "torch" (an importable torch), "gpu" (at least `min_gpus` GPUs),
-    "live" (runs a workload, so it cannot judge a snapshot offline).
+    needs: fact sources it cannot judge without ("nvml", "torch", "system", "kernel_log", "nvcc": gathered
+    for it, and one that did not work is a skip with the reason: NVML failed to load, torch does not
+    import), "gpu" (at least `min_gpus` usable GPUs), "live" (runs a workload, so it cannot judge a snapshot
+    offline). uses: fact sources gathered for it and read as they are, working or not (the check that
+    diagnoses NVML itself uses it). A check may also read a source gathered for another check, where present.
     """
 
     id: str
@@ -48,6 +51,7 @@ class CheckSpec:
     level: str
     run: Callable[..., Any]
     needs: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
     min_gpus: int = 0
     timeout_s: float = 60.0
     description: str = ""
@@ -58,24 +62,32 @@ class CheckSpec:
     def area(self) -> str:
         return self.id.split(".", 1)[0]
 
+    @property
+    def sources(self) -> set[str]:
+        """The fact sources to gather for this check ("gpu" counts GPUs through NVML); all of them for a
+        check that names none."""
+        declared = (set(self.needs) | set(self.uses)) & set(SOURCES) | ({"nvml"} if "gpu" in self.needs else set())
+        return declared or set(SOURCES)
+
 
 def check(
     id: str,
     title: str,
     level: str = "quick",
     needs: Iterable[str] = (),
+    uses: Iterable[str] = (),
     min_gpus: int = 0,
     timeout_s: float = 60.0,
     settings: dict[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a check. Its docstring's first line is its description; `settings` are the config
     keys it reads, with their defaults (thresholds)."""
-    needs = tuple(needs)
-    _validate(id, level, needs)
+    needs, uses = tuple(needs), tuple(uses)
+    _validate(id, level, needs + uses)
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = (fn.__doc__ or title).strip().splitlines()[0]
-        spec = CheckSpec(id, title, level, fn, needs, min_gpus, timeout_s, doc, settings=dict(settings or {}))
+        spec = CheckSpec(id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}))
         setattr(fn, SPEC_ATTR, spec)
         return fn
 
@@ -118,8 +130,10 @@ def specs_in(module: Any, source: str) -> list[CheckSpec]:
 def discover(checks_dirs: Iterable[str | Path] = (), entry_points: bool = True) -> Discovery:
     """Find every check: built-ins first, then entry-point plugins, then site-local directories."""
     found = Discovery()
-    for name in BUILTIN_MODULES:
-        found.specs += specs_in(importlib.import_module(f"gpudoctor.checks.{name}"), "builtin")
+    import gpudoctor.checks
+
+    for module in sorted(pkgutil.iter_modules(gpudoctor.checks.__path__), key=lambda m: BUILTIN_ORDER.get(m.name, 99)):
+        found.specs += specs_in(importlib.import_module(f"gpudoctor.checks.{module.name}"), "builtin")
     if entry_points:
         _load_entry_points(found)
     for directory in [*checks_dirs, *_env_dirs()]:

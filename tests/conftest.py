@@ -13,9 +13,10 @@ import psutil
 import pytest
 
 from gpudoctor.config import Config
+from gpudoctor.context import Options
 from gpudoctor.model import Result
 from gpudoctor.registry import discover
-from gpudoctor.runner import Options, run_checks, select
+from gpudoctor.runner import run_checks, select
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SNAPSHOTS = FIXTURES / "snapshots"
@@ -26,11 +27,20 @@ def load_snapshot(name: str) -> dict[str, Any]:
     return json.loads((SNAPSHOTS / f"{name}.json").read_text())
 
 
-def judge(name: str, **options: Any) -> dict[str, Result]:
-    """Run every quick check on a fixture snapshot in-process; results by label."""
+def usable_gpus(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPUs a check sees as `ctx.gpus`."""
+    from gpudoctor.facts.nvml import usable
+
+    return [g for g in snapshot["nvml"].get("gpus", []) if usable(g)]
+
+
+def judge(snapshot: str | dict[str, Any], **options: Any) -> dict[str, Result]:
+    """Run every quick check in-process on a snapshot (a fixture file's name, or a fixture node); results by
+    label."""
     opts = Options(offline=True, **options)
     specs = select(discover(entry_points=False).specs, opts)
-    run = run_checks(specs, load_snapshot(name), opts, Config().settings)
+    facts = load_snapshot(snapshot) if isinstance(snapshot, str) else snapshot
+    run = run_checks(specs, facts, opts, Config().settings)
     return {r.label: r for r in run.results}
 
 

@@ -9,19 +9,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import gpudoctor, load_snapshot
+from conftest import gpudoctor, load_snapshot, usable_gpus
 from gpudoctor.checks import allreduce
 
 from gpudoctor import expect
 from gpudoctor.launch import Fault, RankReport, judge_ranks, launch
-from gpudoctor.runner import live_gpus
 
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
 
 
 def test_gloo_sweep_is_verified_with_nccl_tests_arithmetic(no_leftovers) -> None:
     outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", SMALL, 120)
-    assert outcome.status == "ok", outcome.message
+    assert outcome.status == "pass", outcome.message
     rows = allreduce.combine(outcome.data, 3)
     assert [r["bytes"] for r in rows] == SMALL["sizes"]
     for row in rows:
@@ -59,7 +58,7 @@ def test_in_place_buffer_stays_finite_over_many_iterations(no_leftovers) -> None
     (3**400); refilled, every one of the 410 results equals the known sum."""
     params = {"sizes": [4096], "warmup": 10, "iters": 400, "out_of_place": False}
     outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", params, 120)
-    assert outcome.status == "ok", outcome.message
+    assert outcome.status == "pass", outcome.message
     assert all(rank["rows"][0]["wrong"] == 0 for rank in outcome.data)
 
 
@@ -208,7 +207,7 @@ def topology_case(name: str, p2p_ok: bool | None = None) -> tuple[list[dict], di
             [None if a == b else (0 if p2p_ok else 2) for b in range(len(row))]
             for a, row in enumerate(topology["p2p_read"])
         ]
-    return live_gpus(snap), topology
+    return usable_gpus(snap), topology
 
 
 @pytest.mark.parametrize(

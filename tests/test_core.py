@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from gpudoctor.context import Options
 from gpudoctor.launch import Fault, FaultSpecError
 from gpudoctor.model import Result, Row, Status, from_rows
 from gpudoctor.registry import check, discover
 from gpudoctor.report.document import exit_code, overall_status
-from gpudoctor.runner import Options, SelectionError, select
+from gpudoctor.runner import SelectionError, select
 
 
 @pytest.mark.parametrize("bad", ["nodot", "Area.name", "area.Name", "area.na_me", ".name", "area."])
@@ -35,19 +36,19 @@ def test_selection_orders_quick_first_and_only_ignores_level() -> None:
 
 
 def test_exit_codes() -> None:
-    warn = [Result("a.b", Status.WARN, "w")]
+    warn = [Result(Status.WARN, "w")]
     assert exit_code(warn, strict=False, interrupted=False) == 0
     assert exit_code(warn, strict=True, interrupted=False) == 1
-    assert exit_code([Result("a.b", Status.TIMEOUT, "t")], strict=False, interrupted=False) == 1
+    assert exit_code([Result(Status.TIMEOUT, "t")], strict=False, interrupted=False) == 1
     assert exit_code(warn, strict=False, interrupted=True) == 130
-    assert overall_status([Result("a.b", Status.SKIP, "s")]).value == "skip"
+    assert overall_status([Result(Status.SKIP, "s")]).value == "skip"
 
 
 def test_rows_summary_names_bad_gpus_and_fills_commands() -> None:
     from gpudoctor.model import Remediation
 
     rows = [Row(Status.PASS, "ok", index=0), Row(Status.FAIL, "broken", index=1), Row(Status.WARN, "meh", index=2)]
-    result = from_rows("a.b", rows, "fine", Remediation("why", ["fix -i <GPU>"]))
+    result = from_rows(rows, "fine", Remediation("why", ["fix -i <GPU>"]))
     assert result.status == Status.FAIL
     assert result.summary == "GPU 1: broken; GPU 2: meh"
     assert result.remediation.commands == ["fix -i 1,2"]

@@ -15,16 +15,17 @@ from conftest import gpudoctor
 from gpudoctor.checks import ddp
 
 from gpudoctor.launch import Fault, free_port, launch
+from gpudoctor.model import Result, Status
 
 SETTINGS = {"min_loss_drop": 0.1, "grad_tolerance": 0.0, "floor": 0.75, "min_scaling": 0.85}
-FAST = {**ddp.resolve({}, "cpu", False), "steps": 8, "warmup": 2}
+FAST = {**ddp.resolve({}, "cpu"), "steps": 8, "warmup": 2}
 
 
 def run(fault: Fault | None = None, timeout: float = 120) -> tuple[object, dict]:
     outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", FAST, timeout, fault)
     return outcome, {
-        r.label: r for r in ddp.judge(outcome.data, None, FAST, "cpu", None, SETTINGS)
-    } if outcome.status == "ok" else {}
+        r.aspect: r for r in ddp.judge(outcome.data, None, FAST, "cpu", None, SETTINGS)
+    } if outcome.status == "pass" else {}
 
 
 def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
@@ -48,19 +49,27 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
     assert proc.returncode == 0
 
 
+def test_a_failed_comparison_run_is_reported_not_dropped(no_leftovers) -> None:
+    outcome, _ = run()
+    single = Result(Status.TIMEOUT, "rank 0 did not finish within its 40 s limit")
+    scaling = ddp.judge(outcome.data, single, FAST, "cpu", None, SETTINGS)[-1]
+    assert (scaling.aspect, scaling.status) == ("scaling", Status.TIMEOUT)
+    assert scaling.summary == "the one-GPU comparison run: rank 0 did not finish within its 40 s limit"
+
+
 def test_corrupted_gradients_fail_the_gradient_check(no_leftovers) -> None:
     outcome, results = run(Fault(1, "corrupt", "grad"))
-    assert outcome.status == "ok"
-    assert results["ddp.train:gradient-matches"].status.value == "fail"
-    assert "relative error" in results["ddp.train:gradient-matches"].summary
-    assert results["ddp.train:params-identical"].status.value == "pass"
+    assert outcome.status == "pass"
+    assert results["gradient-matches"].status.value == "fail"
+    assert "relative error" in results["gradient-matches"].summary
+    assert results["params-identical"].status.value == "pass"
 
 
 def test_a_rank_that_drifts_is_named(no_leftovers) -> None:
     _, results = run(Fault(1, "corrupt", "params"))
-    result = results["ddp.train:params-identical"]
+    result = results["params-identical"]
     assert result.status.value == "fail" and result.summary.startswith("parameters on rank 1 differ")
-    assert results["ddp.train:gradient-matches"].status.value == "pass"
+    assert results["gradient-matches"].status.value == "pass"
 
 
 def test_non_finite_values_fail() -> None:
@@ -104,7 +113,7 @@ def test_out_of_memory_names_a_batch_that_fits() -> None:
 
 def test_reference_figures_name_their_source() -> None:
     gpus = [{"name": "NVIDIA A100-SXM4-80GB"}] * 8
-    p = ddp.resolve({}, "cuda", False)
+    p = ddp.resolve({}, "cuda")
     exp = ddp.reference_figure(gpus, p, 8)
     assert exp.value == pytest.approx(16621 / 8)
     assert "DeepLearningExamples" in exp.source
@@ -112,15 +121,15 @@ def test_reference_figures_name_their_source() -> None:
 
 
 def test_gpu_defaults_are_resnet50_bf16() -> None:
-    p = ddp.resolve({}, "cuda", True)
+    p = ddp.resolve({}, "cuda", work_factor=4)
     assert (p["model"], p["batch_size"], p["image_size"], p["precision"], p["steps"]) == (
         "resnet50",
         128,
         224,
         "bf16",
-        300,
+        240,
     )
-    assert ddp.resolve({"batch_size": 32, "steps": 10}, "cuda", True)["steps"] == 10
+    assert ddp.resolve({"batch_size": 32, "steps": 10}, "cuda", work_factor=4)["steps"] == 10
 
 
 def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
@@ -182,9 +191,9 @@ def test_fp16_trains_with_loss_scaling_and_its_gradient_still_matches(no_leftove
     still equals the single-process reference. Runs for real: fp16 autocast and GradScaler on the CPU, gloo."""
     p = {**FAST, "precision": "fp16", "image_size": 32, "batch_size": 4, "steps": 6, "warmup": 2}
     outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", p, 240)
-    assert outcome.status == "ok", outcome.message
-    results = {r.label: r for r in ddp.judge(outcome.data, None, p, "cpu", None, {**SETTINGS, "grad_tolerance": 5e-2})}
-    assert results["ddp.train:gradient-matches"].status.value == "pass", results["ddp.train:gradient-matches"].summary
+    assert outcome.status == "pass", outcome.message
+    results = {r.aspect: r for r in ddp.judge(outcome.data, None, p, "cpu", None, {**SETTINGS, "grad_tolerance": 5e-2})}
+    assert results["gradient-matches"].status.value == "pass", results["gradient-matches"].summary
     assert "fp16 autocast with loss scaling" in ddp.describe(p, "cpu")
-    scale = next(m for m in results["ddp.train:loss-falls"].metrics if m.name == "loss_scale")
+    scale = next(m for m in results["loss-falls"].metrics if m.name == "loss_scale")
     assert scale.value >= ddp.FP16_INIT_SCALE / 2

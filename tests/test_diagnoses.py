@@ -7,13 +7,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import judge, load_snapshot
+from conftest import judge, load_snapshot, usable_gpus
+from fixtures.nodes import driver, node
 from gpudoctor.checks import compute, ddp, health, torch_build
 
 from gpudoctor import expect
 from gpudoctor.facts.system import parse_events
 from gpudoctor.hardware import cuda_table, gpu_model
-from gpudoctor.runner import live_gpus
 
 H100 = load_snapshot("h100-sxm-8x")
 
@@ -51,7 +51,7 @@ def with_gpus(capability: list[int], arch_list: list[str], name: str = "NVIDIA B
     torch["arch_list"] = arch_list
     for device in torch["devices"]:
         device["capability"] = capability
-    gpus = [{**g, "name": name, "compute_capability": capability} for g in live_gpus(H100)]
+    gpus = [{**g, "name": name, "compute_capability": capability} for g in usable_gpus(H100)]
     return {"torch": torch, "gpus": gpus}
 
 
@@ -101,7 +101,7 @@ def test_wheel_matrix_and_minimum_drivers_follow_the_release_notes() -> None:
 
 def test_driver_judged_against_the_toolkit_the_wheel_was_built_with() -> None:
     """580.82.07 runs CUDA 13.0 GA but not the 13.0.2 the cu130 wheel is built with: a warning, not a pass."""
-    result = judge("fault-driver-before-wheel-update")["torch.cuda-driver"]
+    result = judge(node(calls=driver("580.82.07", 13000)))["torch.cuda-driver"]
     assert result.status.value == "warn"
     assert "runs CUDA 13.0.2 only through minor-version compatibility (full support from 580.95.05)" in result.summary
     assert judge("h100-sxm-8x")["torch.cuda-driver"].summary == "driver 590.48.01 supports torch's CUDA 13.0.2"
@@ -109,7 +109,7 @@ def test_driver_judged_against_the_toolkit_the_wheel_was_built_with() -> None:
 
 def xid_result(log: str, gpus: list[dict] | None = None):
     events = parse_events(log)
-    return health.judge_xid({"readable": True, "source": "dmesg", **events}, gpus or live_gpus(H100))
+    return health.judge_xid({"readable": True, "source": "dmesg", **events}, gpus or usable_gpus(H100))
 
 
 def xid_line(xid: int, text: str = "", gpu_bus: str = "0000:18:00", time: str = "2026-11-20T03:12:01") -> str:
@@ -159,7 +159,7 @@ def test_xid_154_carries_the_drivers_verdict() -> None:
 
 
 def test_xid_155_fails_only_with_a_corroborating_signal() -> None:
-    gpus = copy.deepcopy(live_gpus(H100))
+    gpus = copy.deepcopy(usable_gpus(H100))
     gpus[0]["nvlinks"][4]["active"] = False
     assert xid_result(xid_line(155), gpus).status.value == "fail"
     verdict = xid_line(154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
@@ -239,19 +239,19 @@ def test_bridged_pairs_bind_a_four_gpu_ring_to_pcie() -> None:
     """4x H100 NVL as two bridged pairs: a ring over four GPUs crosses PCIe between the pairs, so the
     expectation is PCIe's (here without P2P between the pairs), not 12 NVLinks'."""
     snap = load_snapshot("h100-nvl-4x")
-    exp = expect.allreduce_expectation(live_gpus(snap), snap["nvml"]["topology"])
+    exp = expect.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
     assert exp.value == pytest.approx(63.0 * 0.40)
     assert exp.source.startswith("PCIe Gen5 x16 (63 GB/s), P2P off") and "slowest ring hop" in exp.source
-    pair = live_gpus(snap)[:2]
+    pair = usable_gpus(snap)[:2]
     assert expect.allreduce_expectation(pair, snap["nvml"]["topology"]).value == pytest.approx(12 * 25 * 0.78)
     copy_01 = expect.p2p_copy_expectation(pair[0], pair[1], True)
     assert copy_01.source.startswith("NVLink x12 bridged (300 GB/s)")
-    assert expect.p2p_copy_expectation(live_gpus(snap)[0], live_gpus(snap)[2], False).source.startswith("PCIe Gen5")
+    assert expect.p2p_copy_expectation(usable_gpus(snap)[0], usable_gpus(snap)[2], False).source.startswith("PCIe Gen5")
 
 
 def test_ga102_nvlink_runs_at_its_own_link_rate() -> None:
     snap = load_snapshot("a6000-2x")
-    exp = expect.allreduce_expectation(live_gpus(snap), snap["nvml"]["topology"])
+    exp = expect.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
     assert exp.value == pytest.approx(4 * 14.0625 * 0.78)
     assert exp.source.startswith("NVLink 3 x4 bridged (56.25 GB/s)")
 
@@ -259,7 +259,7 @@ def test_ga102_nvlink_runs_at_its_own_link_rate() -> None:
 def test_unused_nvlinks_of_a_bridged_board_are_not_down() -> None:
     assert judge("h100-nvl-4x")["health.nvlink"].rows[0].summary == "12 NVLinks up (6 more unused on this board)"
     snap = load_snapshot("h100-nvl-4x")
-    gpu = copy.deepcopy(live_gpus(snap)[1])
+    gpu = copy.deepcopy(usable_gpus(snap)[1])
     for link in gpu["nvlinks"][8:12]:
         link["active"] = False
     row = health.nvlink_row(gpu, 100)
@@ -268,17 +268,17 @@ def test_unused_nvlinks_of_a_bridged_board_are_not_down() -> None:
 
 @pytest.mark.parametrize("fixture", ["h100-nvl-4x", "a6000-2x"])
 def test_bridged_nodes_pass_what_applies(fixture: str) -> None:
-    results = judge(fixture, expect_gpus=len(live_gpus(load_snapshot(fixture))))
+    results = judge(fixture, expect_gpus=len(usable_gpus(load_snapshot(fixture))))
     assert {r.status.value for r in results.values()} <= {"pass", "skip"}, {
         k: r.summary for k, r in results.items() if r.status.value not in ("pass", "skip")
     }
 
 
 def test_gpus_without_bf16_train_fp16_with_loss_scaling() -> None:
-    p = ddp.resolve({}, "cuda", False, [(7, 0)] * 8)
+    p = ddp.resolve({}, "cuda", [(7, 0)] * 8)
     assert p["precision"] == "fp16" and "fp16 autocast with loss scaling" in ddp.describe(p, "cuda")
-    assert ddp.resolve({}, "cuda", False, [(9, 0)])["precision"] == "bf16"
-    assert ddp.resolve({"precision": "fp32"}, "cuda", False, [(7, 5)])["precision"] == "fp32"
-    v100 = live_gpus(load_snapshot("fault-v100-cu130"))
+    assert ddp.resolve({}, "cuda", [(9, 0)])["precision"] == "bf16"
+    assert ddp.resolve({"precision": "fp32"}, "cuda", [(7, 5)])["precision"] == "fp32"
+    v100 = usable_gpus(load_snapshot("v100-sxm-8x"))
     figure = ddp.reference_figure(v100, p, 8)
     assert figure.value == pytest.approx(8322 / 8) and "V100 SXM2 16GB" in figure.source

@@ -48,7 +48,7 @@ def test_copy_measurements_are_verified_and_plausible() -> None:
 def test_gemm_on_every_gpu_is_correct_and_below_its_datasheet_peak() -> None:
     """Each GPU timed on its own stream: a figure above the datasheet peak would mean the events timed an idle
     stream (another GPU's), as they did before every timed region ran with its own device current."""
-    results = compute.measure({"n": 4096, "warmup": 2, "iters": 5})["gpus"]
+    results = compute.measure_gemm({"n": 4096, "warmup": 2, "iters": 5})["gpus"]
     assert [r["cuda_index"] for r in results] == list(range(torch.cuda.device_count()))
     for result in results:
         gpu = {"name": torch.cuda.get_device_name(result["cuda_index"])}
@@ -61,7 +61,7 @@ def test_gemm_on_every_gpu_is_correct_and_below_its_datasheet_peak() -> None:
 
 
 def test_memtest_on_a_slice_of_every_gpu() -> None:
-    results = memtest.measure({"share": 0.02, "walking_bits": 2, "seed": 1})["gpus"]
+    results = memtest.measure_memory({"share": 0.02, "walking_bits": 2, "seed": 1})["gpus"]
     assert len(results) == torch.cuda.device_count()
     assert all(r["words"] > 0 and sum(r["bad"].values()) == 0 for r in results)
 
@@ -80,7 +80,7 @@ def test_rows_name_the_physical_gpu_they_measured() -> None:
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_peer_copies_are_verified() -> None:
-    pairs = p2p.measure({"bytes": 64 * 2**20, "warmup": 2, "iters": 5})["pairs"]
+    pairs = p2p.measure_pairs({"bytes": 64 * 2**20, "warmup": 2, "iters": 5})["pairs"]
     assert pairs and all(pair["verified"] for pair in pairs)
 
 
@@ -91,7 +91,7 @@ def test_nccl_all_reduce_with_two_ranks_sharing_one_gpu(monkeypatch) -> None:
     monkeypatch.setitem(os.environ, "NCCL_MULTI_RANK_GPU_ENABLE", "1")
     params = {"sizes": [2**20, 64 * 2**20], "warmup": 2, "iters": 5, "out_of_place": True}
     outcome = launch("gpudoctor.checks.allreduce:worker", 2, "nccl", params, 180)
-    assert outcome.status == "ok", outcome.message
+    assert outcome.status == "pass", outcome.message
     assert all(row["wrong"] == 0 for rank in outcome.data for row in rank["rows"])
 
 

@@ -18,9 +18,7 @@ HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
 
 SITE_CHECKS = '''
 import os, signal, subprocess, sys, time
-from gpudoctor.model import Result, Status
-from gpudoctor.registry import check
-from gpudoctor.runner import isolated_failure
+from gpudoctor.api import Result, Status, check
 
 def _record(payload, *pids):
     with open(payload["pidfile"], "a") as f:
@@ -42,8 +40,8 @@ def exit_midway(payload):
     os._exit(7)
 
 def _run(ctx, name):
-    outcome = ctx.run_isolated(f"{__file__}:{name}", {"pidfile": os.environ["PIDFILE"]})
-    return isolated_failure(ctx.spec.id, outcome) if outcome.kind != "ok" else Result(ctx.spec.id, Status.PASS, "ok")
+    data = ctx.run_isolated(f"{__file__}:{name}", {"pidfile": os.environ["PIDFILE"]})
+    return data if isinstance(data, Result) else Result(Status.PASS, "ok")
 
 @check("site.hang", "hangs", level="standard", needs=("live",), timeout_s=3)
 def hang_check(ctx):
@@ -63,7 +61,7 @@ def exit_check(ctx):
 @check("site.after", "runs first: quick checks come before workloads")
 def after_check(ctx):
     """Proves the run goes on."""
-    return Result("site.after", Status.PASS, "still running")
+    return Result(Status.PASS, "still running")
 '''
 
 
@@ -117,13 +115,12 @@ def test_broken_site_module_is_an_error_row(tmp_path: Path) -> None:
 def test_entry_point_plugins_load_and_broken_ones_are_named(tmp_path: Path) -> None:
     (tmp_path / "goodplugin.py").write_text(
         textwrap.dedent('''
-        from gpudoctor.model import Result, Status
-        from gpudoctor.registry import check
+        from gpudoctor.api import Result, Status, check
 
-        @check("vendor.thing", "A vendor check")
+        @check("vendor.thing", "A vendor check", needs=("nvml",))
         def thing(ctx):
             """Reads the facts like any check."""
-            return Result("vendor.thing", Status.PASS, f"{len(ctx.nvml['gpus'])} GPUs seen")
+            return Result(Status.PASS, f"{len(ctx.gpus)} GPUs seen")
     ''')
     )
     dist = tmp_path / "vendorplugins-1.0.dist-info"

@@ -14,11 +14,22 @@ from typing import Any
 import fakenvml
 import pytest
 from conftest import SNAPSHOTS, judge, load_snapshot
+from fixtures.nodes import hide, lost_in_topology, node, not_supported_everywhere, torch_sees
+from test_node_checks import FAULTS
 
 from gpudoctor.facts.nvml import ERROR_GPU_IS_LOST
 
 ARGUMENT_VERSION_MISMATCH = 25  # nvml.h NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-FIXTURES = sorted(p.stem for p in SNAPSHOTS.glob("*.json"))
+HIDDEN_BY_CGROUP = node(
+    calls=hide(range(2, 8)), system={"env": {"CUDA_VISIBLE_DEVICES": "0,1"}}, torch=torch_sees([0, 1])
+)
+NODES = {
+    **{p.stem: load_snapshot(p.stem) for p in SNAPSHOTS.glob("*.json")},
+    **{name: fault[0] for name, fault in FAULTS.items()},
+    "gpus-hidden-by-cgroup": HIDDEN_BY_CGROUP,
+    "gpu-lost-in-topology": node(calls=lost_in_topology(2)),
+    "notsupported-gpu": node(calls=not_supported_everywhere(2)),
+}
 
 
 def gather_all(folder: Path, recordings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -36,15 +47,15 @@ def gather_all(folder: Path, recordings: dict[str, dict[str, Any]]) -> dict[str,
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    recordings = {name: load_snapshot(name)["nvml_calls"] for name in FIXTURES}
+    recordings = {name: snapshot["nvml_calls"] for name, snapshot in NODES.items()}
     return gather_all(tmp_path_factory.mktemp("fakenvml"), recordings)
 
 
-@pytest.mark.parametrize("fixture", FIXTURES)
-def test_live_gather_through_pynvml_equals_the_replay(live, fixture: str) -> None:
+@pytest.mark.parametrize("name", sorted(NODES))
+def test_live_gather_through_pynvml_equals_the_replay(live, name: str) -> None:
     """Every fixture node, gathered through the real ctypes layer, gives exactly the facts its replay gives."""
-    answer = live[fixture]
-    assert answer["facts"] == load_snapshot(fixture)["nvml"]
+    answer = live[name]
+    assert answer["facts"] == NODES[name]["nvml"]
     json.dumps(answer["recording"])  # what a snapshot writes
 
 
@@ -53,68 +64,64 @@ def test_fabric_struct_is_filled_through_a_pointer_and_its_state_byte_masked(liv
     recorded = live["h100-sxm-8x"]["recording"]["nvmlDeviceGetGpuFabricInfoV(gpu0,3)"]
     assert recorded["state"] == 0xABABAB03, "the fake fills padding with 0xAB, as a struct copy may"
     assert recorded["version"] == 3 << 24 | 40
-    assert live["h100-sxm-8x"]["facts"]["gpus"][0]["fabric"] == {
-        "state": 3,
-        "status": 0,
-        "health_mask": 0,
-        "health_summary": 0,
-    }
-    degraded = live["fault-fabric-degraded"]["facts"]["gpus"][3]["fabric"]
-    assert (degraded["health_mask"], degraded["health_summary"]) == (425, 3)
+    assert live["h100-sxm-8x"]["facts"]["gpus"][0]["fabric"]["state"] == "completed"
+    degraded = live["fabric-degraded"]["facts"]["gpus"][3]["fabric"]
+    assert (degraded["health"]["bandwidth_degraded"], degraded["health"]["summary"]) == (True, "limited_capacity")
 
 
 def test_a_driver_that_refuses_the_v3_fabric_struct_answers_v2(tmp_path) -> None:
-    recording = copy.deepcopy(load_snapshot("fault-fabric-degraded")["nvml_calls"])
+    recording = copy.deepcopy(NODES["fabric-degraded"]["nvml_calls"])
     v3 = recording.pop("nvmlDeviceGetGpuFabricInfoV(gpu3,3)")
     recording["nvmlDeviceGetGpuFabricInfoV(gpu3,3)"] = {"nvml_error": ARGUMENT_VERSION_MISMATCH}
     recording["nvmlDeviceGetGpuFabricInfoV(gpu3,2)"] = {k: v for k, v in v3.items() if k != "healthSummary"}
     fabric = gather_all(tmp_path, {"v2": recording})["v2"]["facts"]["gpus"][3]["fabric"]
-    assert fabric == {"state": 3, "status": 0, "health_mask": 425, "health_summary": None}
+    assert fabric["state"] == "completed" and fabric["health"]["summary"] is None
+    assert fabric["health"]["bandwidth_degraded"] is True and fabric["health"]["configuration"] == "correct"
 
 
 def test_process_lists_come_back_as_json_with_every_kind(live) -> None:
     """pynvml returns friendly objects, not dicts; compute and graphics lists are merged by PID, and memory
     NVML cannot report (NVML_VALUE_NOT_AVAILABLE) is unknown, not zero."""
-    processes = live["fault-other-process"]["facts"]["gpus"][0]["processes"]
+    processes = live["other-process"]["facts"]["gpus"][0]["processes"]
     assert processes == [
         {"pid": 4242, "used_mib": 30720, "kinds": ["compute"], "mig_instance": None},
         {"pid": 2105, "used_mib": None, "kinds": ["graphics"], "mig_instance": None},
     ]
-    summary = judge("fault-other-process")["driver.processes"].summary
+    summary = judge(NODES["other-process"])["driver.processes"].summary
     assert "pid 2105 (Xorg graphics) holds an unknown amount of memory" in summary
 
 
 def test_handle_lookup_failures_become_rows_not_a_crash(live) -> None:
-    hidden = live["fault-gpus-hidden-by-cgroup"]["facts"]["gpus"]
+    hidden = live["gpus-hidden-by-cgroup"]["facts"]["gpus"]
     assert [g["accessible"] for g in hidden] == [True, True] + [False] * 6
     assert hidden[2]["error"] == "not accessible to this process (cgroup / permissions)"
-    result = judge("fault-gpus-hidden-by-cgroup")["driver.gpu-count"]
+    result = judge(HIDDEN_BY_CGROUP)["driver.gpu-count"]
     assert result.status.value == "pass"
     assert result.summary == (
         "2 GPUs; 6 more not accessible to this process (index 2, 3, 4, 5, 6, 7: cgroup / permissions)"
     )
-    assert len(judge("fault-gpus-hidden-by-cgroup")["health.ecc"].rows) == 2
-    lost = live["fault-gpu-lost-at-lookup"]["facts"]["gpus"][3]
+    assert len(judge(HIDDEN_BY_CGROUP)["health.ecc"].rows) == 2
+    lost = live["gpu-lost-at-lookup"]["facts"]["gpus"][3]
     assert (lost["lost"], lost["error_code"]) == (True, ERROR_GPU_IS_LOST)
-    assert judge("fault-gpu-lost-at-lookup")["driver.gpu-count"].summary.startswith("1 GPU is lost (index 3)")
+    assert judge(NODES["gpu-lost-at-lookup"])["driver.gpu-count"].summary.startswith("1 GPU is lost (index 3)")
 
 
 def test_an_old_driver_without_the_newest_symbols_answers_through_the_older_ones(live) -> None:
     """A 470 library lacks the _v3 process calls (pynvml raises NVMLLibraryMismatchError, not NVMLError), the
     clock-event name and the fabric calls: the older generation answers, the rest is "not available"."""
-    answer = live["fault-driver-470-symbols"]
+    answer = live["driver-470-symbols"]
     recording = answer["recording"]
     assert recording["nvmlDeviceGetComputeRunningProcesses(gpu0)"] == {"nvml_error": 13}
     assert recording["nvmlDeviceGetComputeRunningProcesses_v2(gpu0)"] == []
     gpu = answer["facts"]["gpus"][0]
-    assert (gpu["processes"], gpu["clock_event_reasons"], gpu["fabric"]) == ([], 1, None)
-    results = judge("fault-driver-470-symbols")
+    assert (gpu["processes"], gpu["clock_event_reasons"], gpu["fabric"]) == ([], ["gpu_idle"], None)
+    results = judge(NODES["driver-470-symbols"])
     assert results["driver.processes"].status.value == "pass"
     assert results["health.throttle"].status.value == "pass"
 
 
 def test_a_gpu_lost_during_the_topology_queries_leaves_those_pairs_unknown(live) -> None:
-    topology = live["fault-gpu-lost-in-topology"]["facts"]["topology"]
+    topology = live["gpu-lost-in-topology"]["facts"]["topology"]
     assert topology["p2p_read"][2] == [None] * 8
     assert [row[2] for row in topology["common_ancestor"]] == [None] * 8
     assert topology["p2p_read"][0][1] == 0

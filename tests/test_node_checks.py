@@ -2,154 +2,396 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from conftest import SNAPSHOTS, judge, load_snapshot
+from fixtures.nodes import (
+    FABRIC_HEALTHY,
+    cuda_fails,
+    driver,
+    driver_470,
+    fabric,
+    fabric_everywhere,
+    kernel_log,
+    lose_gpu,
+    lose_handle,
+    node,
+    not_supported_everywhere,
+    process,
+    torch_sees,
+)
 
 from gpudoctor.facts.snapshot import replay_nvml
 
-# fixture -> (check label, status, words in the summary, words in a remediation command)
+FABRIC_HEALTH_FIELDS = (
+    "bandwidth_degraded",
+    "route_recovery",
+    "route_unhealthy",
+    "access_timeout_recovery",
+    "configuration",
+    "summary",
+)
+
+ROUTE_UNHEALTHY = node(calls=fabric(5, health_mask=FABRIC_HEALTHY["health_mask"] - 16, health_summary=2))
+OTHER_PROCESS = node(
+    calls={
+        "nvmlDeviceGetComputeRunningProcesses(gpu0)": [process(4242, 30 * 2**30)],
+        "nvmlDeviceGetGraphicsRunningProcesses(gpu0)": [process(2105, None)],
+    },
+    system={
+        "gpu_processes": {
+            "4242": {"name": "python", "status": "zombie"},
+            "2105": {"name": "Xorg", "status": "sleeping"},
+        }
+    },
+)
+NO_GPU_SEEN = cuda_fails("No CUDA GPUs are available")
+# fault -> (the node: a healthy one and its difference, check label, status, words in the summary, words in a
+# remediation command)
 FAULTS = {
-    "fault-lost-gpu": ("driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
-    "fault-gpu-lost-at-lookup": ("driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
-    "fault-driver-470-symbols": (
+    "lost-gpu": (node(calls=lose_gpu(3)), "driver.gpu-count", "fail", "1 GPU is lost (index 3)", "fallen off the bus"),
+    "gpu-lost-at-lookup": (
+        node(calls=lose_handle(3), torch=torch_sees([0, 1, 2, 4, 5, 6, 7])),
+        "driver.gpu-count",
+        "fail",
+        "1 GPU is lost (index 3)",
+        "fallen off the bus",
+    ),
+    "driver-470-symbols": (
+        node("v100-sxm-8x", calls=driver_470),
         "torch.cuda-driver",
         "fail",
         "needs driver >= 580.65.06; this node has 470.256.02",
         "nvidia-smi",
     ),
-    "fault-version-mismatch": ("driver.nvml", "fail", "driver/library version mismatch", "sudo reboot"),
-    "fault-module-mismatch": (
+    "version-mismatch": (
+        node(
+            calls=lambda _: {"nvmlInit()": {"nvml_error": 18}},
+            system={"nvidia_module_version": "580.95.05"},
+            torch=cuda_fails("CUDA driver initialization failed"),
+        ),
+        "driver.nvml",
+        "fail",
+        "driver/library version mismatch",
+        "sudo reboot",
+    ),
+    "module-mismatch": (
+        node(system={"nvidia_module_version": "580.95.05"}),
         "driver.kernel-module",
         "fail",
         "kernel module 580.95.05, library 590.48.01",
         "rmmod nvidia_uvm",
     ),
-    "fault-nouveau": ("driver.kernel-module", "fail", "nouveau driver is loaded", "blacklist nouveau"),
-    "fault-persistence-off": ("driver.gpu-modes", "warn", "GPU 5: persistence mode off", "nvidia-persistenced"),
-    "fault-compute-prohibited": (
+    "nouveau": (
+        node(system={"kernel_modules": ["nouveau"]}),
+        "driver.kernel-module",
+        "fail",
+        "nouveau driver is loaded",
+        "blacklist nouveau",
+    ),
+    "persistence-off": (
+        node(calls={"nvmlDeviceGetPersistenceMode(gpu5)": 0}),
+        "driver.gpu-modes",
+        "warn",
+        "GPU 5: persistence mode off",
+        "nvidia-persistenced",
+    ),
+    "compute-prohibited": (
+        node(calls={"nvmlDeviceGetComputeMode(gpu1)": 2}),
         "driver.gpu-modes",
         "warn",
         "GPU 1: compute mode Prohibited",
         "nvidia-smi -i 1 -c DEFAULT",
     ),
-    "fault-compute-exclusive": (
+    "compute-exclusive": (
+        node(calls={"nvmlDeviceGetComputeMode(gpu1)": 3}),
         "driver.gpu-modes",
         "warn",
         "GPU 1: compute mode Exclusive_Process",
         "nvidia-smi -i 1 -c DEFAULT",
     ),
-    "fault-inforom-corrupt": ("driver.gpu-modes", "fail", "GPU 6: infoROM is corrupted", "nvidia-smi -q -i 6"),
-    "fault-fabric-not-started": ("driver.fabric", "fail", "fabric not started", "nvidia-fabricmanager"),
-    "fault-fabric-degraded": (
+    "inforom-corrupt": (
+        node(calls={"nvmlDeviceValidateInforom(gpu6)": {"nvml_error": 14}}),
+        "driver.gpu-modes",
+        "fail",
+        "GPU 6: infoROM is corrupted",
+        "nvidia-smi -q -i 6",
+    ),
+    "fabric-not-started": (
+        node(calls=fabric_everywhere(8, state=1), torch=cuda_fails("CUDA error 802: system not yet initialized")),
+        "driver.fabric",
+        "fail",
+        "fabric not started",
+        "nvidia-fabricmanager",
+    ),
+    # Health as the fabric manager reports it on a degraded NVSwitch tray and on a broken route.
+    "fabric-degraded": (
+        node(calls=fabric(3, health_mask=FABRIC_HEALTHY["health_mask"] - 1, health_summary=3)),
         "driver.fabric",
         "warn",
         "GPU 3: fabric at limited capacity; NVLink bandwidth degraded",
         "nvidia-smi -q -i 3 | grep -A12 -i fabric",
     ),
-    "fault-fabric-route-unhealthy": (
+    "fabric-route-unhealthy": (
+        ROUTE_UNHEALTHY,
         "driver.fabric",
         "fail",
         "GPU 5: fabric health unhealthy; route unhealthy",
         "journalctl -u nvidia-fabricmanager",
     ),
-    "fault-other-process": ("driver.processes", "warn", "pid 4242 (python ZOMBIE) holds 30720 MiB", "kill"),
-    "fault-cuda-visible-subset": (
+    "other-process": (
+        OTHER_PROCESS,
+        "driver.processes",
+        "warn",
+        "pid 4242 (python ZOMBIE) holds 30720 MiB",
+        "kill",
+    ),
+    "cuda-visible-subset": (
+        node(system={"env": {"CUDA_VISIBLE_DEVICES": "0,1"}}, torch=torch_sees([0, 1])),
         "driver.gpu-count",
         "warn",
         "torch sees 2 of 8 GPUs because CUDA_VISIBLE_DEVICES",
         "unset CUDA_VISIBLE_DEVICES",
     ),
-    "fault-old-driver": (
+    "old-driver": (
+        node(calls=driver("535.104.05", 12020)),
         "torch.cuda-driver",
         "fail",
         "needs driver >= 580.65.06; this node has 535.104.05",
         "whl/cu126",
     ),
-    "fault-minor-compat-driver": ("torch.cuda-driver", "warn", "minor-version compatibility", "nvidia-driver-570"),
-    "fault-driver-before-wheel-update": (
+    "minor-compat-driver": (
+        node(calls=driver("550.54.15", 12040), torch={"cuda": "12.8"}),
+        "torch.cuda-driver",
+        "warn",
+        "minor-version compatibility",
+        "nvidia-driver-570",
+    ),
+    "driver-before-wheel-update": (
+        node(calls=driver("580.82.07", 13000)),
         "torch.cuda-driver",
         "warn",
         "runs CUDA 13.0.2 only through minor-version compatibility (full support from 580.95.05)",
         "nvidia-driver-580",
     ),
-    "fault-cpu-only-torch": (
+    "cpu-only-torch": (
+        node(torch={**cuda_fails(None), "version": "2.14.1+cpu", "cuda": None, "arch_list": []}),
         "torch.cuda-available",
         "fail",
         "CPU-only build on a machine with 8 NVIDIA GPUs",
         "whl/cu130",
     ),
-    "fault-cuda-hidden": (
+    "cuda-hidden": (
+        node(system={"env": {"CUDA_VISIBLE_DEVICES": ""}}, torch=NO_GPU_SEEN),
         "torch.cuda-available",
         "fail",
         "torch.cuda.is_available() is False",
         "unset CUDA_VISIBLE_DEVICES",
     ),
-    "fault-v100-cu130": ("torch.arch", "fail", "GPU 0: sm_70 has no kernels in this build", "whl/cu126"),
-    "fault-cudnn-mismatch": (
+    "v100-cu130": (
+        node("v100-sxm-8x"),
+        "torch.arch",
+        "fail",
+        "GPU 0: sm_70 has no kernels in this build",
+        "whl/cu126",
+    ),
+    "cudnn-mismatch": (
+        node(torch={"cudnn": {"available": True, "version": 91000, "compiled": [9, 24, 0], "error": None}}),
         "torch.cudnn",
         "fail",
         "cuDNN 9.10.0 loaded, torch was built with 9.24.0",
         "nvidia-cudnn-cu13",
     ),
-    "fault-torchvision-mismatch": (
+    "torchvision-mismatch": (
+        node(
+            torch={
+                "torchvision": {
+                    "installed": True,
+                    "version": "0.24.1",
+                    "ops_ok": False,
+                    "error": "RuntimeError: operator torchvision::nms does not exist",
+                }
+            }
+        ),
         "torch.torchvision",
         "fail",
         "torchvision 0.24.1 is not built for torch 2.14.1",
         "torchvision==0.29.*",
     ),
-    "fault-nvcc-mismatch": ("torch.nvcc", "warn", "nvcc 12.4 on PATH but torch uses CUDA 13.0", "cuda-13.0"),
-    "fault-torch-import-broken": (
+    "nvcc-mismatch": (
+        node(system={"nvcc": {"path": "/usr/local/cuda-12.4/bin/nvcc", "version": "12.4"}}),
+        "torch.nvcc",
+        "warn",
+        "nvcc 12.4 on PATH but torch uses CUDA 13.0",
+        "cuda-13.0",
+    ),
+    "torch-import-broken": (
+        node(
+            torch=lambda _: {
+                "importable": False,
+                "import_error": "OSError: libcudnn.so.9: cannot open shared object file: No such file or directory",
+            }
+        ),
         "torch.import",
         "fail",
         "libcudnn.so.9: cannot open shared object file",
         "LD_LIBRARY_PATH",
     ),
-    "fault-small-shm": ("system.shm", "warn", "/dev/shm is 64 MiB", "--shm-size"),
-    "fault-memlock-limited": ("system.limits", "warn", "memlock limited to 64 KiB", "ulimit -l unlimited"),
-    "fault-numa-misbound": ("system.numa", "warn", "GPU 4: on NUMA node 1", "numactl"),
-    "fault-nccl-p2p-disabled": ("system.nccl-env", "warn", "NCCL_P2P_DISABLE=1", "unset NCCL_P2P_DISABLE"),
-    "fault-nccl-bad-ifname": (
+    "small-shm": (
+        node(system={"shm_bytes": 64 * 2**20, "container": "docker"}),
+        "system.shm",
+        "warn",
+        "/dev/shm is 64 MiB",
+        "--shm-size",
+    ),
+    "memlock-limited": (
+        node(system={"limits": {"memlock": 65536, "nofile": 1024}}),
+        "system.limits",
+        "warn",
+        "memlock limited to 64 KiB",
+        "ulimit -l unlimited",
+    ),
+    "numa-misbound": (
+        node(system={"cpu_affinity": list(range(8))}),
+        "system.numa",
+        "warn",
+        "GPU 4: on NUMA node 1",
+        "numactl",
+    ),
+    "nccl-p2p-disabled": (
+        node(system={"env": {"NCCL_P2P_DISABLE": "1"}}),
+        "system.nccl-env",
+        "warn",
+        "NCCL_P2P_DISABLE=1",
+        "unset NCCL_P2P_DISABLE",
+    ),
+    "nccl-bad-ifname": (
+        node(system={"env": {"NCCL_SOCKET_IFNAME": "ens9f0"}}),
         "system.nccl-env",
         "fail",
         "NCCL_SOCKET_IFNAME='ens9f0' matches no interface",
         "unset NCCL_SOCKET_IFNAME",
     ),
-    "fault-ib-port-down": ("system.infiniband", "warn", "1 of 1 ports not active", "ibstat"),
-    "fault-ecc-uncorrectable": ("health.ecc", "fail", "GPU 3: 2 uncorrectable ECC errors", "nvidia-smi -i 3 -r"),
-    "fault-ecc-correctable-high": ("health.ecc", "warn", "GPU 3: 5000 correctable ECC errors", "nvidia-smi -i 3 -r"),
-    "fault-row-remap-pending": ("health.row-remap", "fail", "GPU 4: a row remap is pending", "nvidia-smi -i 4 -r"),
-    "fault-row-remap-failed": ("health.row-remap", "fail", "GPU 4: row remapping failed", "nvidia-smi -i 4 -r"),
-    "fault-hw-slowdown": ("health.throttle", "fail", "GPU 2: HW slowdown, HW thermal slowdown active", "PERFORMANCE"),
-    "fault-sw-thermal": ("health.throttle", "warn", "GPU 2: SW thermal slowdown active", "TEMPERATURE"),
-    "fault-hot-gpu": (
+    "ib-port-down": (
+        node(
+            system={
+                "infiniband": [
+                    {
+                        "device": "mlx5_0",
+                        "port": 1,
+                        "state": "1: DOWN",
+                        "rate": "10 Gb/sec (4X SDR)",
+                        "link_layer": "InfiniBand",
+                    }
+                ]
+            }
+        ),
+        "system.infiniband",
+        "warn",
+        "1 of 1 ports not active",
+        "ibstat",
+    ),
+    "ecc-uncorrectable": (
+        load_snapshot("fault-ecc-uncorrectable"),
+        "health.ecc",
+        "fail",
+        "GPU 3: 2 uncorrectable ECC errors",
+        "nvidia-smi -i 3 -r",
+    ),
+    "ecc-correctable-high": (
+        load_snapshot("fault-ecc-correctable-high"),
+        "health.ecc",
+        "warn",
+        "GPU 3: 5000 correctable ECC errors",
+        "nvidia-smi -i 3 -r",
+    ),
+    "row-remap-pending": (
+        node(calls={"nvmlDeviceGetRemappedRows(gpu4)": [0, 1, 1, 0]}),
+        "health.row-remap",
+        "fail",
+        "GPU 4: a row remap is pending",
+        "nvidia-smi -i 4 -r",
+    ),
+    "row-remap-failed": (
+        node(calls={"nvmlDeviceGetRemappedRows(gpu4)": [0, 8, 0, 1]}),
+        "health.row-remap",
+        "fail",
+        "GPU 4: row remapping failed",
+        "nvidia-smi -i 4 -r",
+    ),
+    "hw-slowdown": (
+        node(calls={"nvmlDeviceGetCurrentClocksEventReasons(gpu2)": 0x8 | 0x40}),
+        "health.throttle",
+        "fail",
+        "GPU 2: HW slowdown, HW thermal slowdown active",
+        "PERFORMANCE",
+    ),
+    "sw-thermal": (
+        node(calls={"nvmlDeviceGetCurrentClocksEventReasons(gpu2)": 0x20}),
+        "health.throttle",
+        "warn",
+        "GPU 2: SW thermal slowdown active",
+        "TEMPERATURE",
+    ),
+    "hot-gpu": (
+        node(calls={"nvmlDeviceGetMarginTemperature(gpu6)": 3}),
         "health.temperature",
         "warn",
         "GPU 6: 41 C, 3 C below its thermal limit (T.Limit)",
         "TEMPERATURE",
     ),
-    "fault-over-thermal-limit": (
+    "over-thermal-limit": (
+        node(calls={"nvmlDeviceGetMarginTemperature(gpu6)": -2}),
         "health.temperature",
         "fail",
         "GPU 6: 41 C, at or over its thermal limit",
         "TEMPERATURE",
     ),
-    "fault-power-capped": (
+    "power-capped": (
+        node(calls={"nvmlDeviceGetEnforcedPowerLimit(gpu7)": 400000}),
         "health.power",
         "warn",
         "GPU 7: power limit 400 W, below the default 700 W",
         "nvidia-smi -i 7 -pl",
     ),
-    "fault-pcie-x8": ("health.pcie", "warn", "GPU 1: link is x8 of x16", "LnkSta"),
-    "fault-pcie-replays": ("health.pcie", "warn", "GPU 1: 5000 PCIe replays", "LnkSta"),
-    "fault-nvlink-down": ("health.nvlink", "fail", "GPU 5: 1 of 18 NVLinks down (links 7)", "nvlink -s"),
-    "fault-nvlink-crc": ("health.nvlink", "warn", "link 3: 9000", "nvlink -e"),
-    "fault-xid-79": (
+    "pcie-x8": (
+        node(calls={"nvmlDeviceGetCurrPcieLinkWidth(gpu1)": 8}),
+        "health.pcie",
+        "warn",
+        "GPU 1: link is x8 of x16",
+        "LnkSta",
+    ),
+    "pcie-replays": (
+        node(calls={"nvmlDeviceGetPcieReplayCounter(gpu1)": 5000}),
+        "health.pcie",
+        "warn",
+        "GPU 1: 5000 PCIe replays",
+        "LnkSta",
+    ),
+    "nvlink-down": (
+        node(calls={"nvmlDeviceGetNvLinkState(gpu5,7)": 0}),
+        "health.nvlink",
+        "fail",
+        "GPU 5: 1 of 18 NVLinks down (links 7)",
+        "nvlink -s",
+    ),
+    "nvlink-crc": (
+        node(calls={"nvmlDeviceGetNvLinkErrorCounter(gpu5,3,2)": 9000}),
+        "health.nvlink",
+        "warn",
+        "link 3: 9000",
+        "nvlink -e",
+    ),
+    "xid-79": (
+        load_snapshot("fault-xid-79"),
         "health.xid",
         "fail",
         "GPU 3: Xid 79 (GPU has fallen off the bus: reboot the node)",
         "sudo reboot",
     ),
-    "fault-xid-13": (
+    "xid-13": (
+        node(system=kernel_log(("0000:18:00", 13, "Graphics Exception"))),
         "health.xid",
         "warn",
         "GPU 0: Xid 13 (graphics engine exception: restart the application)",
@@ -158,10 +400,10 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("fixture", sorted(FAULTS))
-def test_fault_is_found_with_its_fix(fixture: str) -> None:
-    label, status, summary, command = FAULTS[fixture]
-    results = judge(fixture)
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_is_found_with_its_fix(fault: str) -> None:
+    snapshot, label, status, summary, command = FAULTS[fault]
+    results = judge(snapshot)
     result = results[label]
     assert result.status.value == status, result.summary
     assert summary in result.summary
@@ -169,29 +411,24 @@ def test_fault_is_found_with_its_fix(fixture: str) -> None:
     assert any(command in c for c in result.remediation.commands), result.remediation.commands
 
 
-@pytest.mark.parametrize("fixture", sorted(FAULTS))
-def test_fault_changes_only_its_own_finding(fixture: str) -> None:
-    """A fault fixture differs from the healthy node only in the finding it is about (and its consequences)."""
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_changes_only_its_own_finding(fault: str) -> None:
+    """A fault node differs from the healthy node only in the finding it is about (and its consequences)."""
     allowed = {
-        FAULTS[fixture][0],
+        FAULTS[fault][1],
         "torch.cuda-available",
         "system.memory",
         "driver.gpu-count",
         "driver.fabric",
         "torch.arch",
     }
-    bad = {label for label, r in judge(fixture).items() if r.status.value in ("warn", "fail", "error")}
+    bad = {label for label, r in judge(FAULTS[fault][0]).items() if r.status.value in ("warn", "fail", "error")}
     assert bad <= allowed, bad
 
 
-def test_fault_table_covers_every_fault_fixture() -> None:
-    on_disk = {p.stem for p in SNAPSHOTS.glob("fault-*.json")}
-    assert on_disk - set(FAULTS) == {
-        "fault-notsupported-gpu",
-        "fault-kernel-log-unreadable",
-        "fault-gpus-hidden-by-cgroup",
-        "fault-gpu-lost-in-topology",
-    }
+def test_every_fault_file_is_in_the_table() -> None:
+    on_disk = {p.stem.removeprefix("fault-") for p in SNAPSHOTS.glob("fault-*.json")}
+    assert on_disk and on_disk <= set(FAULTS)
 
 
 @pytest.mark.parametrize("fixture", ["h100-sxm-8x"])
@@ -220,15 +457,18 @@ def test_healthy_nvlink_node_passes_everything_that_applies(fixture: str) -> Non
 def test_fabric_health_mask_is_decoded(mask, summary, problems) -> None:
     from gpudoctor.checks.driver import fabric_health_problems
 
-    assert [(s.value, text) for s, text in fabric_health_problems(mask, summary)] == problems
+    from gpudoctor.facts.nvml import decode_fabric_health
+
+    health = decode_fabric_health(mask, summary)
+    assert [(s.value, text) for s, text in fabric_health_problems(health)] == problems
 
 
 def test_driver_without_the_versioned_fabric_struct_still_reports_registration() -> None:
     """Drivers older than the versioned call (FunctionNotFound) answer the original struct: state only."""
-    snap = load_snapshot("fault-fabric-route-unhealthy")
+    snap = copy.deepcopy(ROUTE_UNHEALTHY)
     snap["nvml_calls"] = {k: v for k, v in snap["nvml_calls"].items() if "FabricInfoV" not in k}
     fabric = replay_nvml(snap)["gpus"][5]["fabric"]
-    assert fabric == {"state": 3, "status": 0, "health_mask": None, "health_summary": None}
+    assert fabric == {"state": "completed", "status": 0, "health": dict.fromkeys(FABRIC_HEALTH_FIELDS)}
 
 
 def test_consumer_card_skips_what_it_lacks_and_judges_idle_pcie_correctly() -> None:
@@ -253,7 +493,7 @@ def test_mig_gpu_is_named() -> None:
 
 
 def test_gpu_answering_not_supported_everywhere_is_not_available_not_a_crash() -> None:
-    results = judge("fault-notsupported-gpu")
+    results = judge(node(calls=not_supported_everywhere(2)))
     assert not [r for r in results.values() if r.status.value in ("error", "fail", "warn")]
     ecc = results["health.ecc"]
     assert [r.status.value for r in ecc.rows].count("skip") == 1
@@ -261,7 +501,12 @@ def test_gpu_answering_not_supported_everywhere_is_not_available_not_a_crash() -
 
 
 def test_unreadable_kernel_log_skips_with_the_reason() -> None:
-    result = judge("fault-kernel-log-unreadable")["health.xid"]
+    unreadable = kernel_log(
+        readable=False,
+        reason="dmesg: read kernel buffer failed: Operation not permitted; "
+        "journalctl -k: no kernel messages visible (no journal, or no permission to read it)",
+    )
+    result = judge(node(system=unreadable))["health.xid"]
     assert result.status.value == "skip"
     assert "Operation not permitted" in result.summary
 
@@ -293,7 +538,8 @@ def test_the_gateway_decodes_recorded_answers_into_facts() -> None:
     assert gpu["ecc_mode"] == {"current": True, "pending": True} and gpu["retired_pages"] is None
     assert gpu["pcie"] == {"gen": 5, "max_gen": 5, "gpu_max_gen": 5, "width": 16, "max_width": 16, "replays": 9}
     assert len(gpu["nvlinks"]) == 18 and gpu["nvlinks"][17]["remote_type"] == "switch"
-    assert gpu["fabric"] == {"state": 3, "status": 0, "health_mask": 0, "health_summary": 0}
+    no_health = dict.fromkeys(FABRIC_HEALTH_FIELDS)  # every health field N/A, as the capture shows
+    assert gpu["fabric"] == {"state": "completed", "status": 0, "health": no_health}
     assert h100["topology"]["common_ancestor"][0][7] == 50 and h100["topology"]["p2p_read"][0][1] == 0
     rtx = replay_nvml(load_snapshot("rtx2080s-consumer-1x"))["gpus"][0]
     assert (rtx["ecc_mode"], rtx["remapped_rows"], rtx["temperature_slowdown_c"]) == (None, None, 97)

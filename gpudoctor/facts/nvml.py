@@ -253,7 +253,7 @@ class Gateway:
         mig = self.q("nvmlDeviceGetMigMode", d)
         return {
             "persistence_mode": self.q("nvmlDeviceGetPersistenceMode", d, convert=bool),
-            "compute_mode": self.q("nvmlDeviceGetComputeMode", d),
+            "compute_mode": self.q("nvmlDeviceGetComputeMode", d, convert=COMPUTE_MODES.get),
             "mig_mode": {"current": bool(mig[0]), "pending": bool(mig[1])} if mig else None,
             "inforom_valid": self._inforom_valid(d),
             "fabric": self._fabric(d),
@@ -273,10 +273,9 @@ class Gateway:
             return None
         summary = info.get("healthSummary")
         return {
-            "state": info["state"] & 0xFF,
+            "state": FABRIC_STATES.get(info["state"] & 0xFF),
             "status": info["status"],
-            "health_mask": info.get("healthMask"),
-            "health_summary": None if summary is None else summary & 0xFF,
+            "health": decode_fabric_health(info.get("healthMask"), None if summary is None else summary & 0xFF),
         }
 
     def _inforom_valid(self, d: Dev) -> bool | None:
@@ -332,8 +331,9 @@ class Gateway:
                     "failure": bool(r[3]),
                 },
             ),
-            "clock_event_reasons": self.newest(
-                d, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
+            "clock_event_reasons": decode_bits(
+                self.newest(d, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+                CLOCK_EVENT_REASONS,
             ),
             "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
             "temperature_slowdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 1),
@@ -412,6 +412,62 @@ class Gateway:
 
     def _pair(self, name: str, a: int, b: int, *args: Any) -> Any:
         return self.attempt(name, Dev(a), Dev(b), *args)[0]
+
+
+# nvml.h enums and bitmasks, decoded here so that judges read names.
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+CLOCK_EVENT_REASONS = {  # nvmlClocksEventReason*
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+# NVML_GPU_FABRIC_HEALTH_MASK_*: two-bit flags (0 not supported, 1 true, 2 false) at these shifts, and a
+# four-bit incorrect-configuration field at shift 8; NVML_GPU_FABRIC_HEALTH_SUMMARY_*.
+FABRIC_HEALTH_FLAGS = {
+    "bandwidth_degraded": 0,
+    "route_recovery": 2,
+    "route_unhealthy": 4,
+    "access_timeout_recovery": 6,
+}
+FABRIC_CONFIGURATION = {
+    1: "correct",
+    2: "incorrect SysGUID",
+    3: "incorrect chassis serial number",
+    4: "no partition",
+    5: "insufficient NVLinks",
+    6: "incompatible GPU firmware",
+    7: "invalid location",
+    8: "GPU state invalid",
+}
+FABRIC_SUMMARY = {1: "healthy", 2: "unhealthy", 3: "limited_capacity"}
+
+
+def decode_bits(mask: int | None, names: dict[int, str]) -> list[str] | None:
+    """The names of the bits set in `mask`, in bit order (an unknown bit keeps its number)."""
+    if mask is None:
+        return None
+    known = [name for bit, name in names.items() if mask & bit]
+    unknown = [f"bit_{bit}" for bit in range(64) if mask & (1 << bit) and (1 << bit) not in names]
+    return known + unknown
+
+
+def decode_fabric_health(mask: int | None, summary: int | None) -> dict[str, bool | str | None]:
+    """The fabric manager's health report as named fields; None for what the driver does not report (drivers
+    before the versioned fabric struct, GPUs without a fabric manager)."""
+    flags: dict[str, bool | str | None] = {
+        name: {1: True, 2: False}.get((mask >> shift) & 0x3) if mask is not None else None
+        for name, shift in FABRIC_HEALTH_FLAGS.items()
+    }
+    flags["configuration"] = FABRIC_CONFIGURATION.get((mask >> 8) & 0xF) if mask is not None else None
+    flags["summary"] = FABRIC_SUMMARY.get(summary) if summary is not None else None
+    return flags
 
 
 def unreachable_gpu(index: int, code: int, error: str = "") -> dict[str, Any]:

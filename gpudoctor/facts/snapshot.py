@@ -1,13 +1,14 @@
 """The node's facts, gathered once into one JSON-serialisable snapshot; saved, loaded and replayed.
 
-torch's import is the slow part, so it starts first in its own process and is read last, while NVML
-and system facts are gathered here.
+Only the sources the selected checks need are gathered. torch's import is the slow part, so when it is
+needed it starts first in its own process and is read last, while NVML and system facts are gathered here.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,10 @@ from gpudoctor import __version__
 from gpudoctor.files import read_json
 
 SCHEMA = "gpudoctor.snapshot"
-SCHEMA_VERSION = 1
+# Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
+# program. Checks declare which they need (registry), and only those are gathered.
+SOURCES = ("nvml", "torch", "system", "kernel_log", "nvcc")
+SCHEMA_VERSION = 2  # 2: NVML enums and bitmasks decoded to names; sources gathered on demand
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
 
@@ -24,28 +28,32 @@ class SnapshotError(ValueError):
     """A snapshot file that is corrupt, foreign or from a newer gpudoctor."""
 
 
-def gather() -> dict[str, Any]:
+def gather(sources: Iterable[str] = SOURCES) -> dict[str, Any]:
+    """The node's facts from the named sources only (a health probe needs no torch: it is never imported);
+    a source not gathered is an empty section."""
     from gpudoctor.facts import nvml, system, torchinfo
 
+    wanted = set(sources)
     started = time.monotonic()
-    torch_proc = torchinfo.start()
-    nvcc_proc = system.start_nvcc()
-    nvml_facts, recording = nvml.gather_live()
-    system_facts = system.gather()
-    system_facts["nvcc"] = system.collect_nvcc(nvcc_proc)
-    pids = [p["pid"] for g in nvml_facts["gpus"] for p in g.get("processes") or []]
-    system_facts["gpu_processes"] = system.describe_processes(pids)
-    system_facts["gpu_numa_nodes"] = system.gpu_numa_nodes(
-        [g["pci_bus_id"] for g in nvml_facts["gpus"] if g.get("pci_bus_id")]
-    )
+    torch_proc = torchinfo.start() if "torch" in wanted else None
+    nvcc_proc = system.start_nvcc() if "nvcc" in wanted else None
+    nvml_facts, recording = nvml.gather_live() if "nvml" in wanted else ({}, {})
+    system_facts = system.gather() if "system" in wanted else {}
+    if "kernel_log" in wanted:
+        system_facts["kernel_log"] = system.read_kernel_log()
+    if "nvcc" in wanted:
+        system_facts["nvcc"] = system.collect_nvcc(nvcc_proc)
+    if "system" in wanted and nvml_facts:
+        system_facts.update(system.gpu_context(nvml_facts["gpus"]))
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
         "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sources": sorted(wanted),
         "nvml": nvml_facts,
         "nvml_calls": recording,
-        "torch": torchinfo.collect(torch_proc),
+        "torch": torchinfo.collect(torch_proc) if torch_proc is not None else {},
         "system": system_facts,
         "gather_s": round(time.monotonic() - started, 3),
     }
@@ -58,6 +66,14 @@ def dumps(snapshot: dict[str, Any]) -> str:
 def load(path: Path) -> dict[str, Any]:
     data = read_json(path, "snapshot", SnapshotError)
     validate(data, str(path))
+    return upgrade(data)
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 snapshot held NVML enums as numbers: its recorded calls replay into today's facts."""
+    if data["schema_version"] == 1 and data["nvml_calls"]:
+        data["nvml"] = replay_nvml(data)
+    data["schema_version"] = SCHEMA_VERSION
     return data
 
 
@@ -70,7 +86,7 @@ def validate(data: Any, name: str) -> None:
     for section, kind in SECTIONS.items():
         if not isinstance(data.get(section), kind):
             raise SnapshotError(f'{name}: section "{section}" is missing or not an object')
-    if not isinstance(data["nvml"].get("gpus"), list):
+    if data["nvml"] and not isinstance(data["nvml"].get("gpus"), list):
         raise SnapshotError(f"{name}: nvml.gpus is missing or not a list")
 
 

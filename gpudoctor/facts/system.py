@@ -59,8 +59,16 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "interfaces": sorted(psutil.net_if_addrs()),
         "infiniband": _infiniband(root),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
-        "kernel_log": read_kernel_log(),
         "euid": os.geteuid(),
+    }
+
+
+def gpu_context(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the host says about the GPUs NVML listed: the processes holding them, their NUMA nodes."""
+    pids = [p["pid"] for g in gpus for p in g.get("processes") or []]
+    return {
+        "gpu_processes": describe_processes(pids),
+        "gpu_numa_nodes": gpu_numa_nodes([g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")]),
     }
 
 

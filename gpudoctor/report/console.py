@@ -15,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudoctor.model import Metric, Result, Status
-from gpudoctor.registry import CheckSpec
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -118,13 +117,13 @@ class LiveProgress:
         self.done = 0
         self.spinner: Spinner | None = None
 
-    def __call__(self, event: str, spec: CheckSpec, results: list[Result]) -> None:
+    def __call__(self, event: str, check_id: str, title: str) -> None:
         if self.spinner is None:
             return
         if event == "done":
             self.done += 1
         else:
-            self.spinner.update(f"[{self.done + 1}/{self.total}] {spec.id}: {spec.title}")
+            self.spinner.update(f"[{self.done + 1}/{self.total}] {check_id}: {title}")
 
     def context(self) -> AbstractContextManager[Any]:
         if not self.console.is_terminal:

@@ -1,0 +1,156 @@
+"""What a check sees: the node's facts through typed accessors, the run's options, its own settings, and the
+two ways to run a workload. Checks get it from `gpudoctor.api`; the engine builds one per check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudoctor.expect import Expectation
+from gpudoctor.facts.identity import with_gpus
+from gpudoctor.facts.nvml import usable
+from gpudoctor.facts.schema import GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
+from gpudoctor.isolate import run_isolated
+from gpudoctor.launch import launch
+from gpudoctor.model import Remediation, Result, Status
+from gpudoctor.registry import CheckSpec
+
+DEFAULT_CPU_RANKS = 2
+FULL_WORK_FACTOR = 4  # `--level full` repeats every workload's measured work this many times over
+
+
+@dataclass
+class Options:
+    """How this run was asked for, after the command line and the config file were merged."""
+
+    level: str = "quick"
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    timeout: float | None = None  # --timeout: overrides every check's own and the config's
+    config_timeout: float | None = None  # the config file's run-wide `timeout`
+    expect_gpus: int | None = None
+    device: str = "auto"
+    offline: bool = False
+    baseline: dict[str, Any] | None = None
+
+
+@dataclass
+class CheckContext:
+    """The node's facts, the run's options and this check's settings; workloads run under its timeout."""
+
+    facts: dict[str, Any]
+    options: Options
+    settings: dict[str, Any]
+    spec: CheckSpec
+
+    @property
+    def nvml(self) -> NvmlFacts:
+        return self.facts.get("nvml") or {}
+
+    @property
+    def torch(self) -> TorchFacts:
+        return self.facts.get("torch") or {}
+
+    @property
+    def system(self) -> SystemFacts:
+        return self.facts.get("system") or {}
+
+    @property
+    def kernel_log(self) -> KernelLog:
+        return self.system.get("kernel_log") or {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.system.get("env") or {}
+
+    @property
+    def machine(self) -> str:
+        return self.system.get("machine") or "x86_64"
+
+    @property
+    def gpus(self) -> list[GpuFacts]:
+        """The GPUs this process can use: NVML sees them, they are not lost, no cgroup hides them."""
+        return [g for g in self.nvml.get("gpus", []) if usable(g)]
+
+    @property
+    def devices(self) -> list[dict[str, Any]]:
+        """The devices torch numbers (cuda:0...), each with the PCI bus id that names its physical GPU."""
+        return self.torch.get("devices") or []
+
+    @property
+    def full(self) -> bool:
+        return self.options.level == "full"
+
+    @property
+    def work_factor(self) -> int:
+        """How many times over a workload repeats its measured work: more at `--level full`."""
+        return FULL_WORK_FACTOR if self.full else 1
+
+    def work(self, *sizes: str) -> dict[str, Any]:
+        """A workload's parameters: the named size settings, `warmup`, and `iters` times the work factor."""
+        return {
+            **{size: self.settings[size] for size in sizes},
+            "warmup": self.settings["warmup"],
+            "iters": self.settings["iters"] * self.work_factor,
+        }
+
+    @property
+    def timeout_s(self) -> float:
+        """--timeout, else this check's `timeout` setting, else the config's run-wide one, else its own."""
+        return float(
+            self.options.timeout or self.settings.get("timeout") or self.options.config_timeout or self.spec.timeout_s
+        )
+
+    @property
+    def device(self) -> str:
+        """cuda where torch sees GPUs (or --device cuda), else cpu: gloo runs the same path for real."""
+        if self.options.device != "auto":
+            return self.options.device
+        return "cuda" if self.torch.get("cuda_available") and self.torch.get("device_count") else "cpu"
+
+    @property
+    def world_size(self) -> int:
+        if self.device == "cuda":
+            return int(self.torch.get("device_count") or 0)
+        return int(self.settings.get("cpu_ranks", DEFAULT_CPU_RANKS))
+
+    def baseline(self, figure: str) -> Expectation | None:
+        """This check's `figure` from the saved baseline, passing at its `baseline_tolerance`, or None."""
+        saved = self.options.baseline or {}
+        value = saved.get("figures", {}).get(f"{self.spec.id}:{figure}")
+        tolerance = self.settings.get("baseline_tolerance", 0.9)
+        return Expectation(float(value), f"baseline {saved['path']}", floor=tolerance) if value else None
+
+    def with_gpus(self, measured: list[dict[str, Any]]) -> list[tuple[dict[str, Any], GpuFacts]]:
+        """Per-device measurements (keyed by torch's `cuda_index`) paired with the physical GPU's facts."""
+        return with_gpus(measured, self.devices, self.gpus)
+
+    def launch(
+        self, worker: str, params: dict[str, Any], world_size: int | None = None, timeout_s: float | None = None
+    ) -> list[Any] | Result:
+        """`worker(rank_ctx)` on one rank per GPU (or `cpu_ranks` gloo ranks on CPU) under this check's
+        timeout: every rank's return value, or the result saying which rank hung or died, doing what."""
+        backend = "nccl" if self.device == "cuda" else "gloo"
+        outcome = launch(worker, world_size or self.world_size, backend, params, timeout_s or self.timeout_s)
+        if outcome.status == Status.PASS:
+            return outcome.data
+        return Result(
+            outcome.status,
+            outcome.message,
+            remediation=Remediation(
+                "A rank that hangs or dies in a collective is what a training job would hit too.",
+                [f"NCCL_DEBUG=WARN gpudoctor check --only {self.spec.id}", "sudo dmesg | grep -i xid"],
+            ),
+        )
+
+    def run_isolated(self, target: str, payload: dict[str, Any], timeout_s: float | None = None) -> Any | Result:
+        """`target(payload)` in its own process session, killed with all it started at this check's timeout:
+        what it returned, or the result saying how it hung, crashed or failed and where."""
+        outcome = run_isolated(target, payload, timeout_s or self.timeout_s)
+        if outcome.status == Status.PASS:
+            return outcome.data
+        where = "; ".join(f"{name}: {phase}" for name, phase in outcome.progress.items()) or "before any progress"
+        detail = outcome.stderr_tail.strip().splitlines()[-1][:200] if outcome.stderr_tail.strip() else ""
+        said = f": {detail}" if detail and outcome.status != Status.TIMEOUT else ""
+        return Result(outcome.status, f"workload {outcome.message} ({where}){said}")
