@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gpudoctor import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpudoctor.cluster import ClusterContext, ClusterEnv
     from gpudoctor.config import Config
     from gpudoctor.context import Options
     from gpudoctor.registry import CheckSpec
@@ -163,7 +166,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    plan = _plan(args)
+    plan = _plan(args, cluster_mode=True)
+    if plan.cluster is not None:
+        return _run_cluster(args, plan)
     return _run_and_report(args, plan)
 
 
@@ -194,10 +199,13 @@ class Plan:
     source: str  # "live", or "snapshot:PATH"
     strict: bool
     broken: list[tuple[str, str]]  # plugins that failed to load
+    cluster: ClusterEnv | None = None  # cluster mode: where this node stands
+    cluster_settings: dict[str, Any] = field(default_factory=dict)  # cluster.nodes' settings: waits, fractions
 
 
-def _plan(args: argparse.Namespace) -> Plan:
+def _plan(args: argparse.Namespace, cluster_mode: bool = False) -> Plan:
     """Everything that can be wrong with the input is found here, before any check runs."""
+    from gpudoctor import cluster
     from gpudoctor import config as config_mod
     from gpudoctor.context import Options
     from gpudoctor.launch import Fault, FaultSpecError
@@ -208,7 +216,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         discovery = _discover(args.checks_dir + cfg.top.get("checks_dir", []))
         config_mod.validate_checks(cfg, discovery.specs)
         Fault.from_env()  # the test hook is read by the ranks; a malformed value is a usage error here
-    except (config_mod.ConfigError, FaultSpecError) as exc:
+        env = cluster.detect() if cluster_mode and not args.from_file else None
+    except (config_mod.ConfigError, FaultSpecError, cluster.ClusterEnvError) as exc:
         raise UsageError(str(exc)) from None
     top = cfg.top
     options = Options(
@@ -228,10 +237,16 @@ def _plan(args: argparse.Namespace) -> Plan:
         specs = select(discovery.specs, options)
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
+    if env is None:  # cluster checks only where asked for by name: elsewhere they would only skip
+        specs = [s for s in specs if "cluster" not in s.needs or any(p in (s.id, s.area) for p in options.only)]
+    elif getattr(args, "output", None):
+        args.node_output = "{node}" in args.output  # other nodes write only to a path of their own
+        args.output = args.output.replace("{node}", env.node)
     _require_writable(getattr(args, "output", None))
     facts, source = _facts(args.from_file, sources_for(specs))
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
-    return Plan(options, specs, cfg, facts, source, strict, discovery.broken)
+    nodes_spec = next(s for s in discovery.specs if s.id == "cluster.nodes")
+    return Plan(options, specs, cfg, facts, source, strict, discovery.broken, env, cfg.settings(nodes_spec))
 
 
 def _discover(dirs: list[str]) -> Any:
@@ -266,49 +281,141 @@ def _facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, Any], st
     return snapshot.gather(sources), "live"
 
 
-def _execute(plan: Plan, show_progress: bool) -> Any:
+def _execute(
+    plan: Plan,
+    show_progress: bool,
+    specs: list[CheckSpec] | None = None,
+    cluster: ClusterContext | None = None,
+    on_start: Callable[[str], None] | None = None,
+) -> Any:
     from rich.console import Console
 
     from gpudoctor.report.console import LiveProgress
     from gpudoctor.runner import broken_plugin_results, run_checks
 
-    progress = LiveProgress(Console(stderr=True), len(plan.specs))
+    specs = plan.specs if specs is None else specs
+    progress = LiveProgress(Console(stderr=True), len(specs))
+
+    def hook(event: str, check_id: str, title: str) -> None:
+        if on_start and event == "start":
+            on_start(check_id)
+        if show_progress:
+            progress(event, check_id, title)
+
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with progress.context() if show_progress else nullcontext():
-            run = run_checks(plan.specs, plan.facts, plan.options, plan.config.settings, progress)
+            run = run_checks(specs, plan.facts, plan.options, plan.config.settings, hook, cluster)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    run.results = broken_plugin_results(plan.broken) + run.results
+    if cluster is None or cluster.leader:
+        run.results = broken_plugin_results(plan.broken) + run.results
     return run
 
 
-def _run_and_report(args: argparse.Namespace, plan: Plan) -> int:
-    from rich.console import Console
-
-    from gpudoctor.report import document as doc
-
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    started = time.monotonic()
-    run = _execute(plan, show_progress=not args.json)
-    code = doc.exit_code(run.results, plan.strict, run.interrupted)
-    meta = {
+def _meta(plan: Plan, started_at: str, started: float) -> dict[str, Any]:
+    return {
         "host": plan.facts["system"].get("hostname") or os.uname().nodename,
         "started_at": started_at,
         "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
         "level": plan.options.level,
         "source": plan.source,
     }
-    document = doc.build(run.results, meta, code, run.interrupted)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _run_and_report(args: argparse.Namespace, plan: Plan) -> int:
+
+    from gpudoctor.report import document as doc
+
+    started_at, started = _now(), time.monotonic()
+    run = _execute(plan, show_progress=not args.json)
+    code = doc.exit_code(run.results, plan.strict, run.interrupted)
+    document = doc.build(run.results, _meta(plan, started_at, started), code, run.interrupted)
+    _show(args, document, run.results, cluster_report=False)
+    return code
+
+
+# How long rank 0 waits for every node's own report (nodes that stop beating are not waited for).
+REPORT_WAIT_S = {"quick": 120.0, "standard": 1800.0, "full": 3600.0}
+
+
+def _run_cluster(args: argparse.Namespace, plan: Plan) -> int:
+    """One node of a cluster run: its own checks, its report to rank 0, its part in the cross-node checks;
+    rank 0 then writes the cluster report. Every other node exits by its own verdict."""
+    from gpudoctor import cluster
+    from gpudoctor.report import document as doc
+
+    env, settings = plan.cluster, plan.cluster_settings
+    local = [s for s in plan.specs if "cluster" not in s.needs]
+    across = [s for s in plan.specs if "cluster" in s.needs]
+    started_at, started = _now(), time.monotonic()
+    try:
+        session = cluster.Session(env, settings["join_timeout"])
+    except cluster.STORE_ERRORS as exc:
+        raise UsageError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
+    session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
+    try:
+        run = _execute(plan, show_progress=False, specs=local, on_start=session.mark)
+        own = doc.build(run.results, _meta(plan, started_at, started), 0, run.interrupted)
+        own["exit_code"] = doc.exit_code(run.results, plan.strict, run.interrupted)
+        session.share(cluster.node_report(env, own, plan.facts, [s.id for s in across]))
+        context = cluster.ClusterContext(session)
+        if env.leader:
+            wait = settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
+            context.nodes = session.roster(settings["join_timeout"], wait)
+        joint = _execute(plan, show_progress=False, specs=across, cluster=context, on_start=session.mark)
+    finally:
+        session.close()
+    if not env.leader:
+        return _report_own_part(args, plan, run.results + joint.results, started_at, started)
+    interrupted = run.interrupted or joint.interrupted
+    document = doc.build_cluster(
+        joint.results,
+        context.node_summaries(),
+        _meta(plan, started_at, started),
+        plan.strict,
+        interrupted,
+        env.launcher,
+    )
+    _show(args, document, joint.results, cluster_report=True)
+    return document["exit_code"]
+
+
+def _report_own_part(args: argparse.Namespace, plan: Plan, results: list[Any], started_at: str, started: float) -> int:
+    """A node other than rank 0: a line on stderr (srun merges every node's output), its own document only to
+    an -o path that names the node ({node})."""
+    from gpudoctor.report import document as doc
+
+    code = doc.exit_code(results, plan.strict, False)
+    document = doc.build(results, _meta(plan, started_at, started), code, False)
+    env = plan.cluster
+    print(
+        f"gpudoctor: {env.node} (rank {env.rank} of {env.world_size}): {document['status']}, exit {code}; "
+        "rank 0 writes the cluster report",
+        file=sys.stderr,
+    )
+    if args.output and getattr(args, "node_output", False):
+        _write(Path(args.output), doc.dumps(document))
+    return code
+
+
+def _show(args: argparse.Namespace, document: dict[str, Any], results: list[Any], cluster_report: bool) -> None:
+    from rich.console import Console
+
+    from gpudoctor.report import document as doc
+
     if args.json:
         sys.stdout.write(doc.dumps(document))
     else:
-        from gpudoctor.report.console import render
+        from gpudoctor.report.console import render, render_cluster
 
-        render(Console(), document, run.results, args.verbose)
+        (render_cluster if cluster_report else render)(Console(), document, results, args.verbose)
     if args.output:
         _write(Path(args.output), doc.dumps(document))
-    return code
 
 
 def _require_writable(output: str | None) -> None:

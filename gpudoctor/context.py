@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.cluster import ClusterContext, WorkloadOutcome
 from gpudoctor.expect import Expectation
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import usable
@@ -43,6 +44,7 @@ class CheckContext:
     options: Options
     settings: dict[str, Any]
     spec: CheckSpec
+    cluster: ClusterContext | None = None  # cluster mode: this node's session, and every node on rank 0
 
     @property
     def nvml(self) -> NvmlFacts:
@@ -143,6 +145,17 @@ class CheckContext:
                 [f"NCCL_DEBUG=WARN gpudoctor check --only {self.spec.id}", "sudo dmesg | grep -i xid"],
             ),
         )
+
+    def run_across(
+        self, worker: str, params: dict[str, Any], local_ranks: int | None = None
+    ) -> WorkloadOutcome | Result:
+        """Cluster mode: `worker(rank_ctx)` on every node at once, this node's share being one rank per GPU
+        (or `cpu_ranks`, or `local_ranks`). Rank 0 gets every rank's data with the nodes they ran on, or the
+        result naming the node that failed; another node gets the result of its own share."""
+        assert self.cluster is not None, "run_across needs cluster mode (declare needs=('cluster',))"
+        backend = "nccl" if self.device == "cuda" else "gloo"
+        local = local_ranks or self.world_size
+        return self.cluster.run(self.spec.id, worker, params, local, backend, self.timeout_s)
 
     def run_isolated(self, target: str, payload: dict[str, Any], timeout_s: float | None = None) -> Any | Result:
         """`target(payload)` in its own process session, killed with all it started at this check's timeout:

@@ -118,6 +118,17 @@ class RankReport:
     seq: int = 0  # how many phases the rank announced: lower means behind
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where one node's ranks sit in a world spread over several nodes (cluster mode): ranks first_rank..
+    first_rank + local count - 1 of world_size, meeting at master_addr:master_port."""
+
+    first_rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+
+
 @dataclass
 class LaunchResult:
     """PASS (every rank returned), ERROR (a rank failed) or TIMEOUT (a rank never arrived, or a collective
@@ -140,15 +151,18 @@ def launch(
     params: dict[str, Any],
     timeout_s: float,
     fault: Fault | None = None,
+    span: Span | None = None,
 ) -> LaunchResult:
-    """Run `module:function(ctx)` on `world_size` ranks and gather what each returns. A test's `fault` reaches
-    the ranks as the environment hook a user would set (GPUDOCTOR_INJECT_FAULT), which the ranks read."""
+    """Run `module:function(ctx)` on `world_size` ranks here and gather what each returns; with a `span`, these
+    ranks are this node's share of a world over several nodes. A test's `fault` reaches the ranks as the
+    environment hook a user would set (GPUDOCTOR_INJECT_FAULT), which the ranks read."""
     payload = {
         "worker": worker,
         "world_size": world_size,
         "backend": backend,
         "params": params,
         "deadline": time.time() + timeout_s,
+        "span": span.__dict__ if span else None,
     }
     env = {FAULT_ENV: fault.text} if fault else None
     return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s, env))
@@ -159,7 +173,8 @@ def _interpret(outcome: Outcome) -> LaunchResult:
         ranks = [RankReport(**r) for r in outcome.data["ranks"]]
         return judge_ranks(ranks, outcome.elapsed_s)
     if outcome.status == Status.TIMEOUT:
-        return LaunchResult(Status.TIMEOUT, _stuck_message(outcome.progress), elapsed_s=outcome.elapsed_s)
+        stuck = _stuck_ranks(outcome.progress)
+        return LaunchResult(Status.TIMEOUT, _stuck_message(outcome.progress), stuck, outcome.elapsed_s)
     return LaunchResult(
         Status.ERROR, f"launcher {outcome.message}: {outcome.stderr_tail[-300:]}", elapsed_s=outcome.elapsed_s
     )
@@ -209,6 +224,15 @@ def _timed_out(waited: list[RankReport], ranks: list[RankReport], elapsed: float
     )
 
 
+def caused_elsewhere(result: LaunchResult) -> bool:
+    """A failure these ranks only suffered (cluster mode): each failed rank gave up waiting for, or lost, a
+    peer on another node, or the whole launch ran out of time waiting."""
+    failed = [r for r in result.ranks if r.exit_code != 0 and not r.stopped_by_launcher]
+    if not failed:
+        return result.status == Status.TIMEOUT
+    return all(_is_timeout(r.error) or _lost_a_peer(r.error) or r.error.startswith("crashed (SIGABRT)") for r in failed)
+
+
 PEER_LOSS = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote worker", "socket closed")
 
 
@@ -234,14 +258,25 @@ def _stuck_message(progress_by_name: dict[str, str]) -> str:
     return f"{', '.join(n.replace('rank', 'rank ') for n in laggards)} stuck in '{where}' while the others waited"
 
 
+def _stuck_ranks(progress_by_name: dict[str, str]) -> list[RankReport]:
+    """The ranks still running when the launch ran out of time, each at the phase it last announced (in
+    cluster mode rank 0 sets them beside the other nodes' ranks to name the one that held everyone up)."""
+    stuck = []
+    for name, value in sorted(progress_by_name.items()):
+        if name.startswith("rank") and name[4:].isdigit():
+            seq, phase = _split_phase(value)
+            stuck.append(RankReport(int(name[4:]), None, phase=phase, stopped_by_launcher=True, seq=seq))
+    return stuck
+
+
 def _split_phase(value: str) -> tuple[int, str]:
     seq, _, name = value.partition("|")
     return (int(seq), name) if seq.isdigit() else (0, value)
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -250,27 +285,37 @@ def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
     workdir = Path(os.environ[WORKDIR_ENV])
     spec_path = workdir / "ranks.json"
     spec_path.write_text(json.dumps(payload))
-    world = payload["world_size"]
+    local = payload["world_size"]
+    span = Span(**payload["span"]) if payload["span"] else Span(0, local, "127.0.0.1", free_port())
+    # gpudoctor may itself run under torchrun: its ranks are not torchrun's workers, and with the agent's
+    # TORCHELASTIC_USE_AGENT_STORE they would all wait as clients for a store nobody serves.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
     base_env = {
-        **os.environ,
-        "WORLD_SIZE": str(world),
-        "LOCAL_WORLD_SIZE": str(world),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
+        **inherited,
+        "WORLD_SIZE": str(span.world_size),
+        "LOCAL_WORLD_SIZE": str(local),
+        "MASTER_ADDR": span.master_addr,
+        "MASTER_PORT": str(span.master_port),
     }
-    base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if not payload["span"]:
+        base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     # As torchrun does: ranks that each take every core for their own ops (OpenMP threads spin after a
     # parallel region) starve each other and the collectives' threads. A user's own setting wins.
-    base_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
-    procs = [_start_rank(rank, spec_path, base_env, workdir) for rank in range(world)]
+    base_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
+    ranks = range(span.first_rank, span.first_rank + local)
+    procs = [_start_rank(rank, rank - span.first_rank, spec_path, base_env, workdir) for rank in ranks]
     stopped, exited = _wait_fail_fast(procs)
     phases = read_progress(workdir)
-    reports = [_rank_report(r, p, workdir, phases, r in stopped, exited.get(r)) for r, p in enumerate(procs)]
+    reports = [
+        _rank_report(rank, procs[i], workdir, phases, i in stopped, exited.get(i)) for i, rank in enumerate(ranks)
+    ]
     return {"ranks": [r.__dict__ for r in reports]}
 
 
-def _start_rank(rank: int, spec_path: Path, base_env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
-    env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+def _start_rank(
+    rank: int, local_rank: int, spec_path: Path, base_env: dict[str, str], workdir: Path
+) -> subprocess.Popen[bytes]:
+    env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(local_rank)}
     with open(workdir / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "gpudoctor.launch", str(spec_path)],

@@ -67,10 +67,11 @@ class Row:
     uuid: str | None = None
     pci_bus_id: str | None = None
     name: str | None = None
+    node: str | None = None  # the node a row is about, in cluster mode
 
     @property
     def where(self) -> str:
-        return gpu_label({"index": self.index, "name": self.name})
+        return self.node or gpu_label({"index": self.index, "name": self.name})
 
     @property
     def target(self) -> str:
@@ -140,7 +141,7 @@ def from_rows(
         return Result(status, ok_summary, rows=rows, metrics=metrics)
     summary = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3])
     if len(bad) > 3:
-        summary += f"; and {len(bad) - 3} more GPUs"
+        summary += f"; and {len(bad) - 3} more"
     if remediation:
         targets = ",".join(r.target for r in bad) or "<GPU>"
         remediation = Remediation(remediation.why, [c.replace("<GPU>", targets) for c in remediation.commands])

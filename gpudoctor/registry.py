@@ -21,13 +21,25 @@ from gpudoctor.facts.snapshot import SOURCES
 
 LEVELS = ("quick", "standard", "full")
 # A check that names no fact source is given all of them (a plugin written before they existed).
-NEEDS = (*SOURCES, "gpu", "live")
+NEEDS = (*SOURCES, "gpu", "live", "cluster")
 # Built-in modules are found by walking the package; this only orders the report (quick areas first, then
 # the workloads from quick to slow). A new module sorts last until it is named here.
 BUILTIN_ORDER = {
     name: i
     for i, name in enumerate(
-        ("driver", "torch_build", "system", "health", "allreduce", "p2p", "bandwidth", "compute", "memtest", "ddp")
+        (
+            "driver",
+            "torch_build",
+            "system",
+            "health",
+            "allreduce",
+            "p2p",
+            "bandwidth",
+            "compute",
+            "memtest",
+            "ddp",
+            "cluster",
+        )
     )
 }
 ENTRY_POINT_GROUP = "gpudoctor.checks"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.cluster import ClusterContext
 from gpudoctor.context import CheckContext, Options
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
@@ -50,6 +51,8 @@ def _require_known(pattern: str, specs: list[CheckSpec]) -> None:
 def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
     """Why a check cannot run here, or None. A failed prerequisite is a skip with that reason."""
     needs = set(spec.needs)
+    if "cluster" in needs and ctx.cluster is None:
+        return "not in cluster mode: run one gpudoctor per node under torchrun or srun"
     if "live" in needs and ctx.options.offline:
         return "judging a snapshot offline: workloads do not run"
     if "nvml" in needs and ctx.nvml.get("status") != "ok":
@@ -86,6 +89,7 @@ def run_checks(
     options: Options,
     settings_for: Callable[[CheckSpec], dict[str, Any]],
     hook: ProgressHook | None = None,
+    cluster: ClusterContext | None = None,
 ) -> Run:
     """Run each check; a check that raises is an `error` row, and Ctrl-C/SIGTERM ends the run cleanly."""
     run = Run()
@@ -94,7 +98,7 @@ def run_checks(
         if hook:
             hook("start", spec.id, spec.title)
         try:
-            results = run_one(spec, CheckContext(facts, options, settings_for(spec), spec))
+            results = run_one(spec, CheckContext(facts, options, settings_for(spec), spec, cluster))
         except KeyboardInterrupt:
             run.interrupted = True
             run.results += [_skipped(s, "interrupted before it finished") for s in specs[position:]]

@@ -130,3 +130,26 @@ class LiveProgress:
             return nullcontext()
         self.spinner = self.console.status("gathering facts", spinner="dots")
         return self.spinner
+
+
+def render_cluster(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
+    """Rank 0's cluster report: one row per node (its verdict, key figures, failing checks), then the
+    cross-node results."""
+    cluster = document["cluster"]
+    table = Table(title=f"{len(cluster['nodes'])} nodes", title_justify="left", title_style="bold", box=None)
+    for column in ("node", "status", "figures", "failing"):
+        table.add_column(column, overflow="fold")
+    for node in cluster["nodes"]:
+        failing = node["lost"] or ", ".join(c["check_id"] for c in node["checks"] if Status(c["status"]).is_failure)
+        table.add_row(node["name"], badge(Status(node["status"])), _key_figures(node), failing)
+    console.print(table)
+    render(console, document, results, verbose)
+    if cluster["failed_nodes"]:
+        console.print(Text(f"failed nodes (drain): {','.join(cluster['failed_nodes'])}", style="bold red"))
+    if cluster["stragglers"]:
+        console.print(Text(f"stragglers: {','.join(cluster['stragglers'])}", style="yellow"))
+
+
+def _key_figures(node: dict[str, Any]) -> str:
+    figures = [m for c in node["checks"] for m in c["metrics"] if m["baseline"] and m["value"] is not None]
+    return ", ".join(f"{m['name']} {m['value']:.4g} {m['unit']}".rstrip() for m in figures[:2]) or "-"

@@ -1,0 +1,141 @@
+"""Several hosts on one machine, for real: a network namespace per host with its own host name (a UTS
+namespace), joined by a bridge that lives in a namespace of its own. Addresses come from a private range
+used only inside these namespaces; nothing is routed to or from the machine's own network. A host's link can
+be rate-limited with `tc` (tbf). Everything is removed afterwards, processes included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class HostsUnavailable(RuntimeError):
+    """Namespaces cannot be made here (not root, no `ip`, no namespace support)."""
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise HostsUnavailable(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+class Hosts:
+    """`count` hosts named node-0.., at 10.213.<net>.1.., each with one interface `eth0`."""
+
+    def __init__(self, count: int) -> None:
+        if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
+            raise HostsUnavailable("making network namespaces needs root, `ip` and `unshare`")
+        self.tag = f"gd{os.getpid() % 100000}"
+        self.net = os.getpid() % 250
+        self.names = [f"node-{i}" for i in range(count)]
+        self.procs: list[subprocess.Popen[str]] = []
+        self.switch = f"{self.tag}s"
+        try:
+            self._build(count)
+        except HostsUnavailable:
+            self.remove()
+            raise
+
+    def namespace(self, i: int) -> str:
+        return f"{self.tag}n{i}"
+
+    def address(self, i: int) -> str:
+        return f"10.213.{self.net}.{i + 1}"
+
+    def _build(self, count: int) -> None:
+        _ip("netns", "add", self.switch)
+        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.switch, "link", "set", "br0", "up")
+        for i in range(count):
+            ns, near, far = self.namespace(i), f"{self.tag}a{i}", f"{self.tag}b{i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", near, "type", "veth", "peer", "name", far)
+            _ip("link", "set", near, "netns", self.switch)
+            _ip("link", "set", far, "netns", ns)
+            _ip("-n", self.switch, "link", "set", near, "master", "br0", "up")
+            _ip("-n", ns, "link", "set", far, "name", "eth0")
+            _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        self._hosts_files(count)
+
+    def _hosts_files(self, count: int) -> None:
+        """Host names resolve inside the namespaces as on a cluster: `ip netns exec` binds
+        /etc/netns/NAME/hosts over /etc/hosts."""
+        lines = "127.0.0.1 localhost\n" + "".join(f"{self.address(i)} {self.names[i]}\n" for i in range(count))
+        for i in range(count):
+            folder = Path("/etc/netns") / self.namespace(i)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "hosts").write_text(lines)
+
+    def limit(self, i: int, rate: str) -> None:
+        """Rate-limit what host i sends (tbf: this kernel has no netem)."""
+        proc = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.namespace(i),
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "64kb",
+                "latency",
+                "400ms",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode:
+            raise HostsUnavailable(f"tc tbf on {self.names[i]}: {proc.stderr.strip()}")
+
+    def start(self, i: int, command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+        """Run `command` on host i under its own host name, in a process session of its own."""
+        script = f'hostname {self.names[i]} && exec "$@"'
+        argv = ["ip", "netns", "exec", self.namespace(i), "unshare", "--uts", "sh", "-c", script, "sh", *command]
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True
+            )
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, i: int) -> None:
+        """The host dies: every process in its namespace is killed at once."""
+        pids = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
+        for pid in pids.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+    def pids(self) -> list[int]:
+        found = []
+        for i in range(len(self.names)):
+            out = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
+            found += [int(p) for p in out.split()]
+        return found
+
+    def remove(self) -> None:
+        for i in range(len(self.names)):
+            self.kill(i)
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        time.sleep(0.2)
+        for ns in [*(self.namespace(i) for i in range(len(self.names))), self.switch]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
