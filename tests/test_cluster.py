@@ -1,7 +1,7 @@
-"""Cluster mode for real: hosts are network namespaces made here (tests/netns.py), one gpudoctor per host
-started by torchrun (c10d rendezvous) or with the environment srun gives, gloo between them. A healthy
-cluster; a host whose link is rate-limited with tc; a host killed mid-run; a host with another NCCL setting;
-a host that never joins. Skipped, with the reason, where namespaces cannot be made."""
+"""Cluster mode for real: hosts are network namespaces made here (tests/netns.py), one gpudoctor per host started
+by torchrun (c10d or static rendezvous) or with the environment srun gives, gloo between them. A healthy
+cluster; a host whose link is rate-limited with tc; a host killed mid-run; a host that hangs; a host with
+another NCCL setting; a host that never joins. Skipped, with the reason, where namespaces cannot be made."""
 
 from __future__ import annotations
 
@@ -42,27 +42,15 @@ def hosts(request) -> Hosts:
     made.remove()
 
 
-def torchrun(hosts: Hosts, i: int, args: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        str(len(hosts.names)),
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"{hosts.address(0)}:29400",
-        "--rdzv-id",
-        "gpudoctor-test",
-        "--local-addr",
-        hosts.address(i),
-        "-m",
-        "gpudoctor",
-        *args,
-    ]
+def torchrun(hosts: Hosts, i: int, args: list[str], static: bool = False) -> list[str]:
+    """torchrun on host i: c10d rendezvous (ranks in join order), or static (rank = --node-rank)."""
+    if static:
+        rendezvous = ["--node-rank", str(i), "--master-addr", hosts.address(0), "--master-port", "29401"]
+    else:
+        rendezvous = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts.address(0)}:29400"]
+        rendezvous += ["--rdzv-id", "gpudoctor-test", "--local-addr", hosts.address(i)]
+    nodes = ["--nnodes", str(len(hosts.names)), "--nproc-per-node", "1"]
+    return [sys.executable, "-m", "torch.distributed.run", *nodes, *rendezvous, "-m", "gpudoctor", *args]
 
 
 def srun_env(hosts: Hosts, i: int, tasks: int) -> dict[str, str]:
@@ -97,8 +85,8 @@ def run(
     procs = {}
     for i in start if start is not None else range(len(hosts.names)):
         node_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "NO_COLOR": "1", **(env or {}).get(i, {})}
-        if launcher == "torchrun":
-            command = torchrun(hosts, i, argv)
+        if launcher.startswith("torchrun"):
+            command = torchrun(hosts, i, argv, static=launcher == "torchrun-static")
         else:
             node_env.update(srun_env(hosts, i, len(hosts.names)))
             command = [str(Path(sys.executable).with_name("gpudoctor")), *argv]
@@ -192,12 +180,13 @@ def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_
 
 def test_a_node_with_another_nccl_setting_is_named_as_skew(hosts: Hosts, tmp_path: Path) -> None:
     env = {1: {"NCCL_ALGO": "Tree", "NCCL_SOCKET_IFNAME": "eth0"}, 0: {"NCCL_SOCKET_IFNAME": "=eth0"}}
-    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.skew", "cluster.nodes"], launcher="srun", env=env)
+    args = ["--only", "cluster.skew", "cluster.nodes"]
+    nodes, leader = run(hosts, tmp_path, args, launcher="torchrun-static", env=env)
     skew = by_label(leader)["cluster.skew"]
     assert skew["status"] == "warn"
     assert skew["summary"] == "NCCL_ALGO: Tree on node-1; unset on node-0, node-2"
-    assert leader["cluster"]["launcher"] == "slurm" and leader["exit_code"] == 0
-    assert "cluster" in nodes["node-0"].report, "srun's task 0 is rank 0"
+    assert leader["cluster"]["launcher"] == "torchrun" and leader["exit_code"] == 0
+    assert "cluster" in nodes["node-0"].report, "static rendezvous: --node-rank 0 is rank 0"
 
 
 def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_path: Path) -> None:
