@@ -2,7 +2,8 @@
 
 Alternates the commands round by round (so drift hits all of them alike) and prints each median and the
 ratios the project aims for: quick level <= 1.15x `import torch` and below collect_env; --help < 0.15 s; the
-checks that read no torch facts (`--only health driver`) never import it.
+monitoring probe (`--only health driver system.shm`, no torch facts) <= 0.3x `import torch` in time and under
+150 MB peak resident memory.
 
     python bench/startup.py [--rounds 7]
 """
@@ -21,16 +22,28 @@ GPUDOCTOR = shutil.which("gpudoctor") or os.path.join(os.path.dirname(sys.execut
 COMMANDS = {
     "gpudoctor --help": [GPUDOCTOR, "--help"],
     "gpudoctor check --level quick": [GPUDOCTOR, "check", "--level", "quick"],
-    "gpudoctor check --only health driver": [GPUDOCTOR, "check", "--only", "health", "driver"],
+    "gpudoctor check --only health driver system.shm": [
+        GPUDOCTOR,
+        "check",
+        "--only",
+        "health",
+        "driver",
+        "system.shm",
+        "--format",
+        "npd",
+    ],
     "python -c 'import torch'": [sys.executable, "-c", "import torch"],
     "python -m torch.utils.collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
 }
 
 
-def seconds(command: list[str]) -> float:
+def seconds(command: list[str]) -> tuple[float, float]:
+    """Wall time, and the peak resident memory (MB) of the process itself."""
     started = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return time.perf_counter() - started, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -40,19 +53,24 @@ def main() -> None:
     for command in COMMANDS.values():
         seconds(command)  # warm the page cache
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    memory: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for _ in range(rounds):
         for name, command in COMMANDS.items():
-            times[name].append(seconds(command))
+            elapsed, rss = seconds(command)
+            times[name].append(elapsed)
+            memory[name].append(rss)
     median = {name: statistics.median(values) for name, values in times.items()}
     for name, value in median.items():
-        print(f"{name:38s} median {value:6.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
+        low, high = min(times[name]), max(times[name])
+        print(f"{name:48s} median {value:6.3f} s  (min {low:.3f}, max {high:.3f})  peak {max(memory[name]):5.0f} MB")
     torch_import = median["python -c 'import torch'"]
     quick = median["gpudoctor check --level quick"]
     print(f"\nquick / import torch      = {quick / torch_import:.2f}  (goal <= 1.15)")
     print(f"quick / collect_env       = {quick / median['python -m torch.utils.collect_env']:.2f}  (goal < 1)")
     print(f"--help                    = {median['gpudoctor --help']:.3f} s  (goal < 0.15 s)")
-    probe = median["gpudoctor check --only health driver"]
-    print(f"health+driver / import torch = {probe / torch_import:.2f}  (no torch imported)")
+    probe = "gpudoctor check --only health driver system.shm"
+    print(f"probe / import torch      = {median[probe] / torch_import:.2f}  (goal <= 0.3)")
+    print(f"probe peak memory         = {max(memory[probe]):.0f} MB  (goal < 150 MB)")
 
 
 if __name__ == "__main__":

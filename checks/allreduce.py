@@ -116,6 +116,18 @@ def combine(per_rank: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     return rows
 
 
+def size_metrics(row: dict[str, Any]) -> list[Metric]:
+    """One message size's figures, the size and the operation as labels (one series each)."""
+    metrics = []
+    for op in ("in_place", "out_of_place"):
+        if row.get(op):
+            labels = {"bytes": row["bytes"], "op": op}
+            metrics.append(Metric("busbw", round(row[op]["busbw_gbps"], 3), "GB/s", labels=labels))
+            metrics.append(Metric("algbw", round(row[op]["algbw_gbps"], 3), "GB/s", labels=labels))
+            metrics.append(Metric("time", round(row[op]["time_us"], 1), "us", labels=labels))
+    return metrics
+
+
 def judge(
     rows: list[dict[str, Any]],
     world: int,
@@ -126,13 +138,12 @@ def judge(
 ) -> Result:
     """Verified first; then the largest message's in-place busbw against the expectation."""
     wrong = sum(r["wrong"] for r in rows)
-    metrics = [Metric(f"busbw {r['bytes'] // 1024} KiB", round(r["in_place"]["busbw_gbps"], 3), "GB/s") for r in rows]
-    metrics += [Metric(k, v) for k, v in nccl.items()]
+    metrics = [m for r in rows[:-1] for m in size_metrics(r)] + [Metric(k, v) for k, v in nccl.items()]
     if wrong:
         return Result(
             Status.FAIL,
             f"all-reduce returned {wrong} wrong values: the interconnect or a GPU corrupts data",
-            metrics=metrics,
+            metrics=metrics + size_metrics(rows[-1]),
             remediation=Remediation(
                 "Wrong sums with no error reported point at broken P2P (IOMMU/ACS), a failing link or GPU memory.",
                 [
@@ -146,7 +157,8 @@ def judge(
     text = f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), busbw {largest['busbw_gbps']:.2f} GB/s at {size}"
     status, metric = expect.verdict("busbw", largest["busbw_gbps"], "GB/s", expected, floor)
     metric.baseline = True
-    metrics.insert(0, metric)
+    metric.labels = {"bytes": rows[-1]["bytes"], "op": "in_place"}
+    metrics[:0] = [metric, *size_metrics(rows[-1])[1:]]
     if world < 2:
         return Result(
             Status.PASS,

@@ -77,44 +77,43 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 
 def host_device_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
-) -> tuple[Row, list[Metric]]:
+) -> Row:
     """One GPU's pinned copies both ways against its PCIe link."""
     expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
     peak = expect.pcie_peak(gpu)
     (h2d, h2d_metric), (d2h, d2h_metric) = (
-        expect.gpu_verdict(gpu, way, m[f"{way}_gbps"], "GB/s", expected, floor, peak) for way in ("h2d", "d2h")
+        expect.gpu_verdict(way, m[f"{way}_gbps"], "GB/s", expected, floor, peak) for way in ("h2d", "d2h")
     )
     metrics = [h2d_metric, d2h_metric]
     text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
     if not m["verified"]:
-        return gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs"), metrics
+        return gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs", metrics)
     if any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
-        return gpu_row(gpu, Status.FAIL, f"{text}: above the {h2d_metric.expected_source}"), metrics
+        return gpu_row(gpu, Status.FAIL, f"{text}: above the {h2d_metric.expected_source}", metrics)
     if Status.FAIL in (h2d, d2h):
-        return gpu_row(
-            gpu, Status.FAIL, f"{text}, expected {h2d_metric.expected} ({h2d_metric.expected_source})"
-        ), metrics
+        expected_text = f"{text}, expected {h2d_metric.expected} ({h2d_metric.expected_source})"
+        return gpu_row(gpu, Status.FAIL, expected_text, metrics)
     if expected is None:
-        return gpu_row(gpu, Status.WARN, f"{text}; PCIe link unknown, not judged"), metrics
-    return gpu_row(gpu, Status.PASS, text), metrics
+        return gpu_row(gpu, Status.WARN, f"{text}; PCIe link unknown, not judged", metrics)
+    return gpu_row(gpu, Status.PASS, text, metrics)
 
 
 def device_memory_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
-) -> tuple[Row, list[Metric]]:
+) -> Row:
     """One GPU's device-to-device copy against its datasheet memory bandwidth."""
     expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
     peak = expect.model_peak(gpu, "hbm_gbps")
-    status, metric = expect.gpu_verdict(gpu, "copy", m["gbps"], "GB/s", expected, floor, peak)
+    status, metric = expect.gpu_verdict("copy", m["gbps"], "GB/s", expected, floor, peak)
     if not m["verified"]:
-        return gpu_row(gpu, Status.FAIL, "device copy does not match its source"), [metric]
+        return gpu_row(gpu, Status.FAIL, "device copy does not match its source", [metric])
     if expect.measurement_error(m["gbps"], peak):
-        return gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}"), [metric]
+        return gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}", [metric])
     if expected is None:
         note = expect.unknown_model_note(gpu) or "; no figure"
-        return gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{note}"), [metric]
+        return gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{note}", [metric])
     note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
-    return gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}"), [metric]
+    return gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}", [metric])
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ class Copy:
     """One kind of copy: the worker that measures it, how one GPU's figures are judged, what it is called."""
 
     measure: str
-    row: Callable[..., tuple[Row, list[Metric]]]
+    row: Callable[..., Row]
     figure: str  # the baseline figure: the slowest GPU's `field`
     field: str
     ok: str

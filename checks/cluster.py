@@ -70,7 +70,7 @@ def judge_stragglers(figures: dict[str, dict[str, float]], straggler_fraction: f
         if len(by_node) < 2:
             continue
         median = statistics.median(by_node.values())
-        metrics.append(Metric(f"{figure} median", round(median, 3)))
+        metrics.append(Metric("figure_median", round(median, 3), labels={"figure": figure}))
         for node, value in by_node.items():
             ratio = value / median if median > 0 else 1.0
             if ratio < worst_by_node.get(node, (1.0, ""))[0]:
@@ -102,7 +102,10 @@ def judge_links(
     fraction of the median is slow itself; a transfer that is slow between two fine nodes is a slow link.
     With two nodes the slow end cannot be told, so the link is named."""
     median = statistics.median(t["gbps"] for t in transfers)
-    metrics = [Metric(f"{names[t['src']]} -> {names[t['dst']]}", round(t["gbps"], 3), "GB/s") for t in transfers]
+    metrics = [
+        Metric("link_bandwidth", round(t["gbps"], 3), "GB/s", labels={"src": names[t["src"]], "dst": names[t["dst"]]})
+        for t in transfers
+    ]
     wrong = [t for t in transfers if not t["verified"]]
     if wrong:
         text = ", ".join(f"{names[t['src']]} -> {names[t['dst']]}" for t in wrong)
@@ -112,7 +115,7 @@ def judge_links(
         sends = [t["gbps"] for t in transfers if t["src"] == rank]
         receives = [t["gbps"] for t in transfers if t["dst"] == rank]
         node_figure[name] = min(max(sends, default=median), max(receives, default=median))
-        metrics.append(Metric(f"{name} best send/receive", round(node_figure[name], 3), "GB/s"))
+        metrics.append(Metric("node_link_bandwidth", round(node_figure[name], 3), "GB/s", labels={"node": name}))
     slow_nodes = {n: v for n, v in node_figure.items() if v < straggler_fraction * median} if len(names) > 2 else {}
     rows = [
         Row(

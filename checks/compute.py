@@ -51,14 +51,14 @@ def measure_gemm(params: dict[str, Any]) -> dict[str, Any]:
 
 def gemm_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
-) -> tuple[Row, list[Metric]]:
+) -> Row:
     """One GPU's bf16 and TF32 figures: verified first, then against its datasheet."""
     parts, statuses, metrics = [], [], []
     for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
         figure = m[precision]
         expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, "gemm"))
         peak = expect.model_peak(gpu, key)
-        status, metric = expect.gpu_verdict(gpu, precision, figure["tflops"], "TFLOP/s", expected, floor, peak)
+        status, metric = expect.gpu_verdict(precision, figure["tflops"], "TFLOP/s", expected, floor, peak)
         metrics.append(metric)
         if figure["rel_error"] > TOLERANCE[precision] or math.isnan(figure["rel_error"]):
             status = Status.FAIL
@@ -70,7 +70,7 @@ def gemm_row(
             parts.append(f"{precision} {figure['tflops']:.0f}{note}")
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
     text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu)
-    return gpu_row(gpu, worst(statuses), text), metrics
+    return gpu_row(gpu, worst(statuses), text, metrics)
 
 
 def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Expectation | None]) -> Result:

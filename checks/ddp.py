@@ -409,9 +409,9 @@ def _throughput(
     metrics = [
         metric,
         Metric("images_per_s", round(total, 1), "img/s"),
-        Metric("step_ms_median", round(step * 1000, 2), "ms"),
-        Metric("step_ms_iqr", round((spread[2] - spread[0]) * 1000, 2), "ms"),
-        *[Metric(f"peak_mib_rank{r['rank']}", round(r["peak_mib"], 1), "MiB") for r in ranks],
+        Metric("step_time_median", round(step * 1000, 2), "ms"),
+        Metric("step_time_iqr", round((spread[2] - spread[0]) * 1000, 2), "ms"),
+        *[Metric("peak_memory", round(r["peak_mib"], 1), "MiB", labels={"rank": r["rank"]}) for r in ranks],
     ]
     text = f"{total:.0f} img/s ({per_gpu:.0f} per {'GPU' if device == 'cuda' else 'rank'}), step {step * 1000:.1f} ms"
     if expected is None:

@@ -6,6 +6,7 @@ Thresholds follow DCGM and the cloud health checks (Azure aznhc, Meta gcm) and a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from gpudoctor.api import (
@@ -236,7 +237,10 @@ def xid_row(gpu: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Row, set
     graded = [grade_xid(code, merge(found), gpu, mine) for code, found in sorted(mine.items())]
     graded.sort(key=lambda g: -SEVERITY[g[0]])
     status = worst([g[0] for g in graded])
-    return gpu_row(gpu, status, "; ".join(g[1] for g in graded)), {g[2] for g in graded if g[2]}
+    figures = [
+        Metric("xid_events", merge(found)["count"], labels={"xid": code}) for code, found in sorted(mine.items())
+    ]
+    return gpu_row(gpu, status, "; ".join(g[1] for g in graded), figures), {g[2] for g in graded if g[2]}
 
 
 def merge(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -318,11 +322,74 @@ def xid_catalogue() -> dict[str, Any]:
     return load_data("xid.toml")
 
 
+# --- each GPU's figures, carried on its row (one series per figure for monitoring) -------------------------
+def counters(name: str, values: dict[str, Any] | None, label: str) -> list[Metric]:
+    """Every numeric field of a facts entry as one series of `name`, the field as a label (flags as 0/1)."""
+    return [Metric(name, int(v), labels={label: k}) for k, v in (values or {}).items() if isinstance(v, int | float)]
+
+
+def temperature_figures(gpu: dict[str, Any]) -> list[Metric]:
+    fields = {"temperature": "temperature_c", "temperature_slowdown": "temperature_slowdown_c"}
+    fields["temperature_margin"] = "temperature_margin_c"
+    return [Metric(name, gpu[key], "C") for name, key in fields.items() if gpu.get(key) is not None]
+
+
+def power_figures(gpu: dict[str, Any]) -> list[Metric]:
+    fields = {"power_limit": "power_limit_w", "power_default_limit": "power_default_limit_w"}
+    return [Metric(name, gpu[key], "W") for name, key in fields.items() if gpu.get(key) is not None]
+
+
+PCIE_FIGURES = {
+    "gen": "pcie_generation",
+    "max_gen": "pcie_max_generation",
+    "width": "pcie_width",
+    "max_width": "pcie_max_width",
+    "replays": "pcie_replays",
+}
+
+
+def pcie_figures(gpu: dict[str, Any]) -> list[Metric]:
+    pcie = gpu.get("pcie") or {}
+    return [Metric(name, pcie[key]) for key, name in PCIE_FIGURES.items() if pcie.get(key) is not None]
+
+
+def nvlink_figures(gpu: dict[str, Any]) -> list[Metric]:
+    figures = []
+    for link in gpu.get("nvlinks") or []:
+        figures.append(Metric("nvlink_up", int(bool(link.get("active"))), labels={"link": link["link"]}))
+        figures += [
+            Metric("nvlink_errors", link[c], labels={"link": link["link"], "counter": c})
+            for c in ("replay", "recovery", "crc_flit", "crc_data")
+            if link.get(c) is not None
+        ]
+    return figures
+
+
+def throttle_figures(gpu: dict[str, Any]) -> list[Metric]:
+    return [Metric("clock_event_active", 1, labels={"reason": r}) for r in gpu.get("clock_event_reasons") or []]
+
+
+def figured(
+    gpus: list[dict[str, Any]], row: Callable[[dict[str, Any]], Row], figures: Callable[[dict[str, Any]], list[Metric]]
+) -> list[Row]:
+    """Each GPU's row with its figures attached."""
+    rows = []
+    for gpu in gpus:
+        judged = row(gpu)
+        judged.metrics = figures(gpu)
+        rows.append(judged)
+    return rows
+
+
 @check("health.ecc", "ECC errors", needs=("nvml",), settings={"correctable_warn": 100})
 def ecc(ctx: CheckContext) -> Result:
     """ECC mode; uncorrectable errors fail, correctable ones above a threshold warn."""
     return from_rows(
-        [ecc_row(g, ctx.settings["correctable_warn"]) for g in ctx.gpus],
+        figured(
+            ctx.gpus,
+            lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
+            lambda g: counters("ecc_errors", g.get("ecc_errors"), "counter"),
+        ),
         "ECC on, no uncorrectable errors",
         RESET_FIX,
     )
@@ -332,7 +399,11 @@ def ecc(ctx: CheckContext) -> Result:
 def retired_pages(ctx: CheckContext) -> Result:
     """Retired pages pending or over the limit (pre-Ampere GPUs; DCGM's limit is 60)."""
     result = from_rows(
-        [retired_row(g, ctx.settings["max_pages"]) for g in ctx.gpus],
+        figured(
+            ctx.gpus,
+            lambda g: retired_row(g, ctx.settings["max_pages"]),
+            lambda g: counters("retired_pages", g.get("retired_pages"), "kind"),
+        ),
         "no retired pages pending or over the limit",
         RESET_FIX,
     )
@@ -343,14 +414,18 @@ def retired_pages(ctx: CheckContext) -> Result:
 @check("health.row-remap", "Row remapping", needs=("nvml",))
 def row_remap(ctx: CheckContext) -> Result:
     """Row remapping pending (needs a reset) or failed (needs replacing): Ampere and newer."""
-    return from_rows([remap_row(g) for g in ctx.gpus], "no row remap pending or failed", RESET_FIX)
+    return from_rows(
+        figured(ctx.gpus, remap_row, lambda g: counters("remapped_rows", g.get("remapped_rows"), "kind")),
+        "no row remap pending or failed",
+        RESET_FIX,
+    )
 
 
 @check("health.throttle", "Clock throttling", needs=("nvml",))
 def throttle(ctx: CheckContext) -> Result:
     """Clock event reasons: HW slowdown, HW thermal and power brake fail (as DCGM), SW thermal warns."""
     return from_rows(
-        [throttle_row(g) for g in ctx.gpus],
+        figured(ctx.gpus, throttle_row, throttle_figures),
         "no hardware or thermal slowdown",
         Remediation(
             "Hardware slowdown means overheating, a failing PSU or an external power brake "
@@ -364,7 +439,7 @@ def throttle(ctx: CheckContext) -> Result:
 def temperature(ctx: CheckContext) -> Result:
     """GPU temperature against its slowdown threshold."""
     return from_rows(
-        [temperature_row(g, ctx.settings["margin_c"]) for g in ctx.gpus],
+        figured(ctx.gpus, lambda g: temperature_row(g, ctx.settings["margin_c"]), temperature_figures),
         "every GPU well below its slowdown temperature",
         Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]),
     )
@@ -374,7 +449,7 @@ def temperature(ctx: CheckContext) -> Result:
 def power(ctx: CheckContext) -> Result:
     """Enforced power limit against the default (a capped GPU trains slower)."""
     return from_rows(
-        [power_row(g, ctx.settings["min_fraction"]) for g in ctx.gpus],
+        figured(ctx.gpus, lambda g: power_row(g, ctx.settings["min_fraction"]), power_figures),
         "every GPU at its default power limit",
         Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]),
     )
@@ -384,7 +459,7 @@ def power(ctx: CheckContext) -> Result:
 def pcie(ctx: CheckContext) -> Result:
     """PCIe width and generation against the maximum (idle downshift is normal), replay counter."""
     return from_rows(
-        [pcie_row(g, ctx.settings["replay_warn"]) for g in ctx.gpus],
+        figured(ctx.gpus, lambda g: pcie_row(g, ctx.settings["replay_warn"]), pcie_figures),
         "every GPU's PCIe link at full width",
         Remediation(
             "A narrow link or many replays halve host transfers: reseat the GPU, check risers and BIOS PCIe settings.",
@@ -397,7 +472,7 @@ def pcie(ctx: CheckContext) -> Result:
 def nvlink(ctx: CheckContext) -> Result:
     """Every NVLink up; CRC, replay and recovery error counters."""
     return from_rows(
-        [nvlink_row(g, ctx.settings["error_warn"]) for g in ctx.gpus],
+        figured(ctx.gpus, lambda g: nvlink_row(g, ctx.settings["error_warn"]), nvlink_figures),
         "every NVLink up with few errors",
         Remediation(
             "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "

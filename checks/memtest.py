@@ -103,11 +103,13 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
     for m, gpu in measured:
         bad = {name: n for name, n in m["bad"].items() if n}
         mib = m["words"] * 4 // 2**20
+        figures = [Metric("bad_words", n, labels={"pattern": name}) for name, n in m["bad"].items()]
+        figures.append(Metric("tested_memory", mib, "MiB"))
         if bad:
             text = f"{sum(bad.values())} bad words in {mib} MiB ({', '.join(f'{k}: {v}' for k, v in bad.items())})"
-            rows.append(gpu_row(gpu, Status.FAIL, text))
+            rows.append(gpu_row(gpu, Status.FAIL, text, figures))
         else:
-            rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words"))
+            rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words", figures))
     return from_rows(
         rows,
         f"{len(rows)} GPUs: every pattern read back intact",
@@ -116,7 +118,7 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
             "row remapping and ECC, and replace the GPU if errors recur.",
             ["sudo nvidia-smi -i <GPU> -r", "nvidia-smi -q -d ROW_REMAPPER,ECC -i <GPU>"],
         ),
-        [Metric("bad_words", sum(sum(m["bad"].values()) for m, _ in measured))],
+        [Metric("bad_words_total", sum(sum(m["bad"].values()) for m, _ in measured))],
     )
 
 

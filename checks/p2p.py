@@ -80,7 +80,9 @@ def judge(
         b = gpu_for_cuda_index(pair["dst"], devices, gpus)
         nvml_ok = expect.p2p_status(topology, a.get("index"), b.get("index")) == 0
         expected = expect.p2p_copy_expectation(a, b, pair["access"])
-        status, metric = expect.verdict("copy", pair["gbps"], "GB/s", expected, floor, expect.p2p_peak(a, b))
+        status, metric = expect.verdict("p2p_copy", pair["gbps"], "GB/s", expected, floor, expect.p2p_peak(a, b))
+        metric.labels = {"peer": b.get("index", pair["dst"])}
+        latency = Metric("p2p_latency", round(pair["latency_us"], 2), "us", labels=metric.labels)
         target = gpu_label(b)
         text = f"-> {target}: {pair['gbps']:.1f} GB/s, {pair['latency_us']:.1f} us"
         if not pair["verified"]:
@@ -89,11 +91,11 @@ def judge(
             status, text = Status.FAIL, f"-> {target}: NVML reports P2P but CUDA cannot enable it"
         elif status == Status.FAIL:
             text += f" (expected {metric.expected}, {metric.expected_source})"
-        rows.append(gpu_row(a, status, text))
+        rows.append(gpu_row(a, status, text, [metric, latency]))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
     failed = [r for r in rows if r.status == Status.FAIL]
-    metrics = [Metric("slowest pair", round(worst_pair["gbps"], 2), "GB/s")] if worst_pair else []
+    metrics = [Metric("p2p_copy_slowest", round(worst_pair["gbps"], 2), "GB/s")] if worst_pair else []
     access = sum(p["access"] for p in pairs)
     if failed:
         return Result(

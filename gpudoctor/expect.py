@@ -70,16 +70,10 @@ def verdict(
 
 
 def gpu_verdict(
-    gpu: dict[str, Any],
-    figure: str,
-    value: float,
-    unit: str,
-    expected: Expectation | None,
-    floor: float,
-    peak: Peak | None,
+    figure: str, value: float, unit: str, expected: Expectation | None, floor: float, peak: Peak | None
 ) -> tuple[Status, Metric]:
-    """`verdict` for one GPU's figure, its metric named after the GPU ("GPU 3 h2d")."""
-    return verdict(f"GPU {gpu['index']} {figure}", value, unit, expected, floor, peak)
+    """`verdict` for one GPU's figure; the metric goes on the GPU's row, which says which GPU."""
+    return verdict(figure, value, unit, expected, floor, peak)
 
 
 Measured = list[tuple[dict[str, Any], dict[str, Any]]]
@@ -87,17 +81,12 @@ Measured = list[tuple[dict[str, Any], dict[str, Any]]]
 
 def judge_per_gpu(
     measured: Measured,
-    judge_one: Callable[[dict[str, Any], dict[str, Any]], tuple[Row, list[Metric]]],
+    judge_one: Callable[[dict[str, Any], dict[str, Any]], Row],
     ok_summary: str,
     remediation: Remediation,
 ) -> Result:
-    """Each GPU's (measurement, facts) pair judged on its own into one row; every GPU's metrics kept."""
-    rows, metrics = [], []
-    for m, gpu in measured:
-        row, found = judge_one(m, gpu)
-        rows.append(row)
-        metrics += found
-    return from_rows(rows, ok_summary, remediation, metrics)
+    """Each GPU's (measurement, facts) pair judged on its own into one row that carries its figures."""
+    return from_rows([judge_one(m, gpu) for m, gpu in measured], ok_summary, remediation)
 
 
 def pick(*candidates: Expectation | None) -> Expectation | None:

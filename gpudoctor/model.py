@@ -39,7 +39,11 @@ def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
 
 @dataclass
 class Metric:
-    """A measured figure, with the expectation it was judged against and where that came from."""
+    """A measured figure, with the expectation it was judged against and where that came from.
+
+    `name` is a stable lower-snake-case identifier (`busbw`, `temperature`); what varies between figures of
+    one name (message size, precision, link) goes in `labels`, never in the name, so every figure is one
+    series for a monitoring system. The GPU or node a figure belongs to is its row's."""
 
     name: str
     value: float | int | str | None
@@ -47,6 +51,7 @@ class Metric:
     expected: float | int | str | None = None
     expected_source: str | None = None
     baseline: bool = False  # a figure `gpudoctor baseline save` keeps for later runs to be judged against
+    labels: dict[str, str | int] = field(default_factory=dict)
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Row:
     pci_bus_id: str | None = None
     name: str | None = None
     node: str | None = None  # the node a row is about, in cluster mode
+    metrics: list[Metric] = field(default_factory=list)  # this GPU's (or node's) own figures
 
     @property
     def where(self) -> str:
@@ -109,8 +115,8 @@ def gpu_label(gpu: dict[str, Any]) -> str:
     return f"GPU {gpu['index']}" if gpu.get("index") is not None else (gpu.get("name") or "GPU ?")
 
 
-def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
-    """A per-GPU row filled from a snapshot's GPU entry."""
+def gpu_row(gpu: dict[str, Any], status: Status, summary: str, metrics: list[Metric] | None = None) -> Row:
+    """A per-GPU row filled from a snapshot's GPU entry, with that GPU's figures."""
     return Row(
         status=status,
         summary=summary,
@@ -118,6 +124,7 @@ def gpu_row(gpu: dict[str, Any], status: Status, summary: str) -> Row:
         uuid=gpu.get("uuid"),
         pci_bus_id=gpu.get("pci_bus_id"),
         name=gpu.get("name"),
+        metrics=metrics or [],
     )
 
 

@@ -37,14 +37,14 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
     }
     assert all(c["status"] == "pass" for c in checks.values()), checks
     assert "resnet18, batch 8/rank, 64 px, fp32, 12 steps" in checks["ddp.train:loss-falls"]["summary"]
-    metrics = {m["name"] for m in checks["ddp.train:throughput"]["metrics"]}
+    metrics = {(m["name"], tuple(m["labels"].items())) for m in checks["ddp.train:throughput"]["metrics"]}
     assert {
-        "images_per_s",
-        "images_per_s_per_gpu",
-        "step_ms_median",
-        "step_ms_iqr",
-        "peak_mib_rank0",
-        "peak_mib_rank1",
+        ("images_per_s", ()),
+        ("images_per_s_per_gpu", ()),
+        ("step_time_median", ()),
+        ("step_time_iqr", ()),
+        ("peak_memory", (("rank", 0),)),
+        ("peak_memory", (("rank", 1),)),
     } <= metrics
     assert proc.returncode == 0
 

@@ -5,12 +5,13 @@ Rich honours NO_COLOR and writes no colour codes when the output is not a termin
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from itertools import groupby
 from typing import Any
 
 from rich.console import Console
-from rich.status import Status as Spinner
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -33,10 +34,22 @@ def badge(status: Status) -> Text:
 
 def render(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
     console.print(_summary_line(document))
-    width = min(max((len(r.label) for r in results), default=10), 28)
-    for area, group in groupby(results, key=lambda r: r.check_id.split(".")[0]):
+    shown, collapsed = (results, []) if verbose else collapse_skips(results)
+    width = min(max((len(r.label) for r in shown), default=10), 28)
+    for area, group in groupby(shown, key=lambda r: r.check_id.split(".")[0]):
         console.print(_area_table(area, list(group), verbose, width))
+    for count, reason in collapsed:
+        console.print(Text(f"{count} checks skipped: {reason}", style="dim"))
     console.print(_closing_line(document))
+
+
+def collapse_skips(results: list[Result]) -> tuple[list[Result], list[tuple[int, str]]]:
+    """Skips that repeat one reason become one line ("14 checks skipped: NVML is not available..."); -v
+    shows every row."""
+    reasons = Counter(r.summary for r in results if r.status == Status.SKIP)
+    repeated = [reason for reason, count in reasons.items() if count > 1]
+    shown = [r for r in results if not (r.status == Status.SKIP and r.summary in repeated)]
+    return shown, [(reasons[reason], reason) for reason in repeated]
 
 
 def _summary_line(document: dict[str, Any]) -> Text:
@@ -109,27 +122,33 @@ def format_metric(metric: Metric) -> str:
 
 
 class LiveProgress:
-    """A spinner naming the check that runs now; shown only when stderr is a terminal."""
+    """The check that runs now, how many are done and the time elapsed; shown only when stderr is a
+    terminal (never in files or pipes), and gone when the run ends."""
 
     def __init__(self, console: Console, total: int) -> None:
         self.console = console
         self.total = total
         self.done = 0
-        self.spinner: Spinner | None = None
+        self.progress: Progress | None = None
+        self.task: Any = None
 
     def __call__(self, event: str, check_id: str, title: str) -> None:
-        if self.spinner is None:
+        if self.progress is None:
             return
         if event == "done":
             self.done += 1
+            self.progress.update(self.task, completed=self.done)
         else:
-            self.spinner.update(f"[{self.done + 1}/{self.total}] {check_id}: {title}")
+            self.progress.update(self.task, description=f"[{self.done + 1}/{self.total}] {check_id}: {title}")
 
     def context(self) -> AbstractContextManager[Any]:
         if not self.console.is_terminal:
             return nullcontext()
-        self.spinner = self.console.status("gathering facts", spinner="dots")
-        return self.spinner
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True
+        )
+        self.task = self.progress.add_task("gathering facts", total=self.total)
+        return self.progress
 
 
 def render_cluster(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:

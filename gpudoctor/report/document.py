@@ -9,7 +9,7 @@ from typing import Any
 from gpudoctor import __version__
 from gpudoctor.model import Result, Status, worst
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: metric labels, per-row metrics, the cluster object
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 

@@ -1,0 +1,269 @@
+"""Run gpudoctor from Python: the same plan and run the `gpudoctor check` command makes (it uses this
+module), and every format it writes.
+
+    from gpudoctor import probe
+
+    report = probe.run(only=["health", "driver"])         # gathers only the facts those checks need
+    report.exit_code, report.document["status"]           # 0/1, and the JSON report as a dict
+    for result in report.results:                         # Result objects: status, summary, rows, metrics
+        ...
+    print(probe.render(report, "nagios"))                 # console, json, nagios, npd, junit, prometheus
+
+Bad input raises `probe.UsageError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from gpudoctor.cluster import ClusterContext, ClusterEnv
+    from gpudoctor.config import Config
+    from gpudoctor.context import Options
+    from gpudoctor.model import Result
+    from gpudoctor.registry import CheckSpec
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2, no traceback."""
+
+
+@dataclass
+class Plan:
+    """A run, fully checked before any check runs: what to run, on which facts, judged how."""
+
+    options: Options
+    specs: list[CheckSpec]  # in running order
+    config: Config
+    facts: dict[str, Any]
+    source: str  # "live", or "snapshot:PATH"
+    strict: bool
+    broken: list[tuple[str, str]]  # plugins that failed to load
+    cluster: ClusterEnv | None = None  # cluster mode: where this node stands
+    cluster_settings: dict[str, Any] = field(default_factory=dict)  # cluster.nodes' settings: waits, fractions
+
+
+def plan(args: Any, cluster_mode: bool = False) -> Plan:
+    """Everything that can be wrong with the input is found here, before any check runs."""
+    from gpudoctor import cluster
+    from gpudoctor import config as config_mod
+    from gpudoctor.context import Options
+    from gpudoctor.launch import Fault, FaultSpecError
+    from gpudoctor.runner import SelectionError, select, sources_for
+
+    try:
+        cfg = config_mod.load(Path(args.config) if args.config else None)
+        discovery = discover(args.checks_dir + cfg.top.get("checks_dir", []))
+        config_mod.validate_checks(cfg, discovery.specs)
+        Fault.from_env()  # the test hook is read by the ranks; a malformed value is a usage error here
+        env = cluster.detect() if cluster_mode and not args.from_file else None
+    except (config_mod.ConfigError, FaultSpecError, cluster.ClusterEnvError) as exc:
+        raise UsageError(str(exc)) from None
+    top = cfg.top
+    options = Options(
+        level=args.level or top.get("level", "quick"),
+        only=args.only or list(top.get("only", [])),
+        skip=args.skip + list(top.get("skip", [])),
+        timeout=args.timeout,
+        config_timeout=top.get("timeout"),
+        expect_gpus=args.expect_gpus if args.expect_gpus is not None else top.get("expect_gpus"),
+        device=args.device or top.get("device", "auto"),
+        offline=bool(args.from_file),
+        baseline=load_baseline(args.baseline or top.get("baseline")),
+    )
+    if options.device not in ("auto", "cuda", "cpu"):
+        raise UsageError(f"config: device must be auto, cuda or cpu, not {options.device!r}")
+    try:
+        specs = select(discovery.specs, options)
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
+    if env is None:  # cluster checks only where asked for by name: elsewhere they would only skip
+        specs = [s for s in specs if "cluster" not in s.needs or any(p in (s.id, s.area) for p in options.only)]
+    elif getattr(args, "output", None):
+        args.node_output = "{node}" in args.output  # other nodes write only to a path of their own
+        args.output = args.output.replace("{node}", env.node)
+    for path in (getattr(args, name, None) for name in ("output", "junit", "prom_file")):
+        require_writable(path)
+    facts, source = gather_facts(args.from_file, sources_for(specs))
+    strict = args.strict if args.strict is not None else bool(top.get("strict", False))
+    nodes_spec = next(s for s in discovery.specs if s.id == "cluster.nodes")
+    return Plan(options, specs, cfg, facts, source, strict, discovery.broken, env, cfg.settings(nodes_spec))
+
+
+def discover(dirs: list[str]) -> Any:
+    from gpudoctor.registry import discover
+
+    try:
+        return discover(dirs)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    from gpudoctor import baseline
+
+    try:
+        return baseline.load(Path(path))
+    except baseline.BaselineError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def gather_facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, Any], str]:
+    """A snapshot's facts, or this node's from the sources the selected checks need (and no others)."""
+    from gpudoctor.facts import snapshot
+
+    if from_file:
+        try:
+            return snapshot.load(Path(from_file)), f"snapshot:{from_file}"
+        except snapshot.SnapshotError as exc:
+            raise UsageError(str(exc)) from None
+    return snapshot.gather(sources), "live"
+
+
+def execute(
+    plan: Plan,
+    show_progress: bool,
+    specs: list[CheckSpec] | None = None,
+    cluster: ClusterContext | None = None,
+    on_start: Callable[[str], None] | None = None,
+) -> Any:
+    from rich.console import Console
+
+    from gpudoctor.report.console import LiveProgress
+    from gpudoctor.runner import broken_plugin_results, run_checks
+
+    specs = plan.specs if specs is None else specs
+    progress = LiveProgress(Console(stderr=True), len(specs))
+
+    def hook(event: str, check_id: str, title: str) -> None:
+        if on_start and event == "start":
+            on_start(check_id)
+        if show_progress:
+            progress(event, check_id, title)
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        with progress.context() if show_progress else nullcontext():
+            run = run_checks(specs, plan.facts, plan.options, plan.config.settings, hook, cluster)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if cluster is None or cluster.leader:
+        run.results = broken_plugin_results(plan.broken) + run.results
+    return run
+
+
+def meta(plan: Plan, started_at: str, started: float) -> dict[str, Any]:
+    return {
+        "host": plan.facts["system"].get("hostname") or os.uname().nodename,
+        "started_at": started_at,
+        "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
+        "level": plan.options.level,
+        "source": plan.source,
+    }
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def require_writable(output: str | None) -> None:
+    """A report path whose folder is missing is found before the checks run, not after."""
+    if output and not Path(output).resolve().parent.is_dir():
+        raise UsageError(f"cannot write {output}: folder {Path(output).resolve().parent} does not exist")
+
+
+def raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@dataclass
+class Report:
+    """One run: its results and the JSON report document built from them."""
+
+    results: list[Result]
+    document: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.document["exit_code"])
+
+
+def run(
+    *,
+    level: str | None = None,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    config: str | None = None,
+    from_file: str | None = None,
+    baseline: str | None = None,
+    timeout: float | None = None,
+    expect_gpus: int | None = None,
+    device: str | None = None,
+    strict: bool | None = None,
+    checks_dir: Iterable[str] = (),
+) -> Report:
+    """Gather the facts the selected checks need, run them, and build the report (no output anywhere)."""
+    from gpudoctor.report import document as doc
+
+    args = SimpleNamespace(
+        level=level,
+        only=list(only),
+        skip=list(skip),
+        config=config,
+        from_file=from_file,
+        baseline=baseline,
+        timeout=timeout,
+        expect_gpus=expect_gpus,
+        device=device,
+        strict=strict,
+        checks_dir=list(checks_dir),
+    )
+    started_at, started = now(), time.monotonic()
+    chosen = plan(args)
+    ran = execute(chosen, show_progress=False)
+    code = doc.exit_code(ran.results, chosen.strict, ran.interrupted)
+    return Report(ran.results, doc.build(ran.results, meta(chosen, started_at, started), code, ran.interrupted))
+
+
+FORMATS = ("console", "json", "nagios", "npd", "junit", "prometheus")
+
+
+def render(report: Report, fmt: str, verbose: bool = False) -> str:
+    """The report as text in one of FORMATS."""
+    from gpudoctor.report import document as doc
+    from gpudoctor.report import monitoring, prometheus
+
+    if fmt == "json":
+        return doc.dumps(report.document)
+    if fmt in ("nagios", "npd"):
+        return getattr(monitoring, fmt)(report.document)[0] + "\n"
+    if fmt == "junit":
+        return monitoring.junit(report.document)
+    if fmt == "prometheus":
+        return prometheus.render(report.document)
+    if fmt == "console":
+        return console_text(report, verbose)
+    raise UsageError(f"no format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def console_text(report: Report, verbose: bool = False, width: int = 100) -> str:
+    from rich.console import Console
+
+    from gpudoctor.report.console import render as render_console
+
+    console = Console(record=True, width=width, file=io.StringIO())
+    render_console(console, report.document, report.results, verbose)
+    return console.export_text()
