@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.api import (
+    FACT_NAMES,
     CheckContext,
     Metric,
     Remediation,
@@ -15,6 +16,7 @@ from gpudoctor.api import (
     cuda_version_text,
     from_rows,
     gpu_row,
+    not_captured,
     usable,
     worst,
 )
@@ -66,10 +68,12 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
     status = nvml.get("status")
     if status == "ok":
         cuda = cuda_version_text(nvml.get("cuda_driver_version"))
+        driver = nvml.get("driver_version")
+        said = f"driver {driver}, supports CUDA {cuda}" if driver else "the driver version is not in this capture"
         return Result(
             Status.PASS,
-            f"driver {nvml.get('driver_version')}, supports CUDA {cuda}, {len(nvml['gpus'])} GPUs",
-            metrics=[Metric("driver_version", nvml.get("driver_version")), Metric("cuda_driver_version", cuda)],
+            f"{said}, {plural(len(nvml['gpus']), 'GPU')}",
+            metrics=[Metric("driver_version", driver), Metric("cuda_driver_version", cuda)],
         )
     summary, remediation = INIT_FINDINGS.get(
         status,
@@ -79,6 +83,10 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
         ),
     )
     return Result(Status.FAIL, summary, remediation=remediation)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
@@ -135,6 +143,8 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
             metrics=metrics,
             rows=rows,
         )
+    found = max(found, nvml.get("attached_gpus") or 0)
+    metrics[0].value = found
     if expect is not None and found != expect:
         return Result(
             Status.FAIL,
@@ -146,6 +156,18 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
             ),
             metrics=metrics,
             rows=_hidden_rows(hidden),
+        )
+    attached = nvml.get("attached_gpus")
+    if attached and attached > len(gpus):
+        return Result(
+            Status.WARN,
+            f"the capture lists {len(gpus)} of the node's {attached} GPUs: the other {attached - len(gpus)} "
+            "are not judged",
+            metrics=metrics,
+            remediation=Remediation(
+                "A capture taken with `-i` holds only the GPUs it names; capture them all.",
+                ["nvidia-smi -q -x > $(hostname)-nvidia-smi.xml"],
+            ),
         )
     result = _visible_to_torch(nvml, torch, env, found, metrics)
     result.summary += _hidden_note(hidden)
@@ -184,7 +206,7 @@ def _visible_to_torch(
                     ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"],
                 ),
             )
-        return Result(Status.PASS, f"{found} GPUs{note}", metrics=metrics)
+        return Result(Status.PASS, f"{plural(found, 'GPU')}{note}", metrics=metrics)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return Result(
@@ -230,11 +252,19 @@ def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
         "GPU so NCCL cannot use it whole; persistence keeps the driver initialised between jobs.",
         [command for kind, command in MODE_FIXES.items() if kind in kinds],
     )
-    return from_rows(
-        [row for row, _ in judged],
-        f"{len(gpus)} GPUs: persistence on, compute mode Default, no MIG, infoROM valid",
-        fix,
-    )
+    unread = [fact for fact in MODE_FINE if any(fact in (g.get("not_captured") or []) for g in gpus)]
+    fine = ", ".join(words for fact, words in MODE_FINE.items() if fact not in unread)
+    note = f" ({', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture)" if unread else ""
+    return from_rows([row for row, _ in judged], f"{plural(len(gpus), 'GPU')}: {fine}{note}", fix)
+
+
+# What each mode reads when all is well; a capture may lack some (listed as not in it, never claimed).
+MODE_FINE = {
+    "persistence_mode": "persistence on",
+    "compute_mode": "compute mode Default",
+    "mig_mode": "no MIG",
+    "inforom_valid": "infoROM valid",
+}
 
 
 def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
@@ -250,7 +280,9 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
         problems.append((Status.WARN, f"compute mode {COMPUTE_MODE_NAMES[mode]}: one process at a time", "compute"))
     mig = gpu.get("mig_mode")
     if mig and mig["current"]:
-        problems.append((Status.WARN, "MIG is on: torch and NCCL see instances, not the whole GPU", "mig"))
+        instances = gpu.get("mig_devices")
+        count = f" ({plural(len(instances), 'instance')})" if instances is not None else ""
+        problems.append((Status.WARN, f"MIG is on{count}: torch and NCCL see instances, not the whole GPU", "mig"))
     if mig and mig["pending"] != mig["current"]:
         problems.append((Status.WARN, "a MIG mode change is pending a GPU reset", "mig"))
     if gpu.get("persistence_mode") is False:
@@ -262,6 +294,9 @@ def _modes_row(gpu: dict[str, Any]) -> tuple[Row, set[str]]:
 
 
 def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
+    unread = [g for g in gpus if not_captured(g, "fabric")]
+    if gpus and len(unread) == len(gpus):
+        return Result(Status.SKIP, not_captured(gpus[0], "fabric") or "")
     with_fabric = [g for g in gpus if (g.get("fabric") or {}).get("state") not in (None, "not_supported")]
     if not with_fabric:
         return Result(Status.SKIP, "no NVSwitch fabric on this node")
@@ -289,7 +324,8 @@ def _fabric_row(gpu: dict[str, Any]) -> Row:
     if fabric["state"] == "in_progress":
         return gpu_row(gpu, Status.WARN, "fabric registration still in progress")
     if fabric["status"]:
-        return gpu_row(gpu, Status.FAIL, f"fabric registration failed (NVML error {fabric['status']})")
+        said = fabric["status"] if isinstance(fabric["status"], str) else f"NVML error {fabric['status']}"
+        return gpu_row(gpu, Status.FAIL, f"fabric registration failed ({said})")
     problems = fabric_health_problems(fabric.get("health") or {})
     if not problems:
         return gpu_row(gpu, Status.PASS, "fabric registered")
@@ -322,7 +358,10 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
     rows = []
     for gpu in gpus:
         procs = gpu.get("processes")
-        if procs is None:
+        missing = not_captured(gpu, "processes")
+        if missing:
+            rows.append(gpu_row(gpu, Status.SKIP, missing))
+        elif procs is None:
             rows.append(gpu_row(gpu, Status.SKIP, "process list not available"))
         elif not procs:
             rows.append(gpu_row(gpu, Status.PASS, "no other process"))
@@ -344,7 +383,7 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
 def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> str:
     info = process_info.get(str(proc["pid"]), {})
     state = info.get("status")
-    name = info.get("name") or "not visible from here"
+    name = info.get("name") or proc.get("name") or "not visible from here"
     note = " ZOMBIE" if state == "zombie" else ""
     memory = "an unknown amount of memory" if proc.get("used_mib") is None else f"{proc['used_mib']} MiB"
     kinds = [k for k in proc.get("kinds", []) if k != "compute"]
@@ -359,7 +398,7 @@ def nvml_loads(ctx: CheckContext) -> Result:
     return judge_nvml(ctx.nvml)
 
 
-@check("driver.kernel-module", "Kernel module agrees with the library", uses=("nvml", "system"))
+@check("driver.kernel-module", "Kernel module agrees with the library", needs=("system",), uses=("nvml",))
 def kernel_module(ctx: CheckContext) -> Result:
     """The loaded kernel module is the library's release (no upgrade without reboot); nouveau is not loaded."""
     return judge_kernel_module(ctx.nvml, ctx.system)

@@ -22,6 +22,7 @@ from gpudoctor.api import (
     gpu_model,
     gpu_row,
     load_data,
+    not_captured,
     same_pci,
     worst,
 )
@@ -106,6 +107,9 @@ def temperature_row(gpu: dict[str, Any], margin_c: int) -> Row:
     else:
         limit = "its thermal limit (T.Limit)"
     if margin is None:
+        missing = not_captured(gpu, "temperature_slowdown_c")
+        if missing:
+            return gpu_row(gpu, Status.SKIP, f"{temp} C; {missing}")
         return gpu_row(gpu, Status.PASS, f"{temp} C (no thermal limit reported)")
     if margin <= 0:
         return gpu_row(gpu, Status.FAIL, f"{temp} C, at or over {limit}")
@@ -130,6 +134,9 @@ def pcie_row(gpu: dict[str, Any], replay_warn: int) -> Row:
     width, max_width = link.get("width"), link.get("max_width")
     if gen is None or width is None:
         return gpu_row(gpu, Status.SKIP, "PCIe link state not available")
+    missing = not_captured(gpu, "pcie_max")
+    if missing:
+        return gpu_row(gpu, Status.SKIP, f"Gen{gen} x{width} now; {missing}")
     problems = []
     if max_width and width < max_width:
         problems.append(f"link is x{width} of x{max_width}: reseat the GPU or check the slot/riser")
@@ -370,12 +377,17 @@ def throttle_figures(gpu: dict[str, Any]) -> list[Metric]:
 
 
 def figured(
-    gpus: list[dict[str, Any]], row: Callable[[dict[str, Any]], Row], figures: Callable[[dict[str, Any]], list[Metric]]
+    gpus: list[dict[str, Any]],
+    row: Callable[[dict[str, Any]], Row],
+    figures: Callable[[dict[str, Any]], list[Metric]],
+    fact: str,
 ) -> list[Row]:
-    """Each GPU's row with its figures attached."""
+    """Each GPU's row with its figures attached; a skip where an nvidia-smi capture does not hold the `fact`
+    the row judges (never a zero judged as a pass)."""
     rows = []
     for gpu in gpus:
-        judged = row(gpu)
+        missing = not_captured(gpu, fact)
+        judged = gpu_row(gpu, Status.SKIP, missing) if missing else row(gpu)
         judged.metrics = figures(gpu)
         rows.append(judged)
     return rows
@@ -389,6 +401,7 @@ def ecc(ctx: CheckContext) -> Result:
             ctx.gpus,
             lambda g: ecc_row(g, ctx.settings["correctable_warn"]),
             lambda g: counters("ecc_errors", g.get("ecc_errors"), "counter"),
+            "ecc_mode",
         ),
         "ECC on, no uncorrectable errors",
         RESET_FIX,
@@ -403,6 +416,7 @@ def retired_pages(ctx: CheckContext) -> Result:
             ctx.gpus,
             lambda g: retired_row(g, ctx.settings["max_pages"]),
             lambda g: counters("retired_pages", g.get("retired_pages"), "kind"),
+            "retired_pages",
         ),
         "no retired pages pending or over the limit",
         RESET_FIX,
@@ -415,7 +429,9 @@ def retired_pages(ctx: CheckContext) -> Result:
 def row_remap(ctx: CheckContext) -> Result:
     """Row remapping pending (needs a reset) or failed (needs replacing): Ampere and newer."""
     return from_rows(
-        figured(ctx.gpus, remap_row, lambda g: counters("remapped_rows", g.get("remapped_rows"), "kind")),
+        figured(
+            ctx.gpus, remap_row, lambda g: counters("remapped_rows", g.get("remapped_rows"), "kind"), "remapped_rows"
+        ),
         "no row remap pending or failed",
         RESET_FIX,
     )
@@ -425,7 +441,7 @@ def row_remap(ctx: CheckContext) -> Result:
 def throttle(ctx: CheckContext) -> Result:
     """Clock event reasons: HW slowdown, HW thermal and power brake fail (as DCGM), SW thermal warns."""
     return from_rows(
-        figured(ctx.gpus, throttle_row, throttle_figures),
+        figured(ctx.gpus, throttle_row, throttle_figures, "clock_event_reasons"),
         "no hardware or thermal slowdown",
         Remediation(
             "Hardware slowdown means overheating, a failing PSU or an external power brake "
@@ -439,7 +455,7 @@ def throttle(ctx: CheckContext) -> Result:
 def temperature(ctx: CheckContext) -> Result:
     """GPU temperature against its slowdown threshold."""
     return from_rows(
-        figured(ctx.gpus, lambda g: temperature_row(g, ctx.settings["margin_c"]), temperature_figures),
+        figured(ctx.gpus, lambda g: temperature_row(g, ctx.settings["margin_c"]), temperature_figures, "temperature_c"),
         "every GPU well below its slowdown temperature",
         Remediation("Check airflow, fans and inlet temperature.", ["nvidia-smi -q -d TEMPERATURE"]),
     )
@@ -449,7 +465,7 @@ def temperature(ctx: CheckContext) -> Result:
 def power(ctx: CheckContext) -> Result:
     """Enforced power limit against the default (a capped GPU trains slower)."""
     return from_rows(
-        figured(ctx.gpus, lambda g: power_row(g, ctx.settings["min_fraction"]), power_figures),
+        figured(ctx.gpus, lambda g: power_row(g, ctx.settings["min_fraction"]), power_figures, "power_limit_w"),
         "every GPU at its default power limit",
         Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]),
     )
@@ -459,7 +475,7 @@ def power(ctx: CheckContext) -> Result:
 def pcie(ctx: CheckContext) -> Result:
     """PCIe width and generation against the maximum (idle downshift is normal), replay counter."""
     return from_rows(
-        figured(ctx.gpus, lambda g: pcie_row(g, ctx.settings["replay_warn"]), pcie_figures),
+        figured(ctx.gpus, lambda g: pcie_row(g, ctx.settings["replay_warn"]), pcie_figures, "pcie"),
         "every GPU's PCIe link at full width",
         Remediation(
             "A narrow link or many replays halve host transfers: reseat the GPU, check risers and BIOS PCIe settings.",
@@ -472,7 +488,7 @@ def pcie(ctx: CheckContext) -> Result:
 def nvlink(ctx: CheckContext) -> Result:
     """Every NVLink up; CRC, replay and recovery error counters."""
     return from_rows(
-        figured(ctx.gpus, lambda g: nvlink_row(g, ctx.settings["error_warn"]), nvlink_figures),
+        figured(ctx.gpus, lambda g: nvlink_row(g, ctx.settings["error_warn"]), nvlink_figures, "nvlinks"),
         "every NVLink up with few errors",
         Remediation(
             "A down or noisy NVLink slows or breaks collectives: reset the GPUs, then replace the "
@@ -482,7 +498,7 @@ def nvlink(ctx: CheckContext) -> Result:
     )
 
 
-@check("health.xid", "Xid errors in the kernel log", needs=("nvml",), uses=("kernel_log",))
+@check("health.xid", "Xid errors in the kernel log", needs=("nvml", "kernel_log"))
 def xid(ctx: CheckContext) -> Result:
     """Xid errors from the kernel log per GPU; critical ones (ECC, fallen off the bus, NVLink) fail."""
     return judge_xid(ctx.kernel_log, ctx.gpus)

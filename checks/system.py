@@ -205,7 +205,8 @@ def shm(ctx: CheckContext) -> Result:
 @check(
     "system.memory",
     "RAM and cores per GPU",
-    uses=("system", "nvml"),
+    needs=("system",),
+    uses=("nvml",),
     settings={"min_gib_per_gpu": 8.0, "min_cpus_per_gpu": 2},
 )
 def memory(ctx: CheckContext) -> Result:
@@ -219,7 +220,7 @@ def limits(ctx: CheckContext) -> Result:
     return judge_limits(ctx.system, ctx.settings["min_nofile"])
 
 
-@check("system.numa", "GPUs' NUMA nodes are reachable", needs=("nvml",), uses=("system",))
+@check("system.numa", "GPUs' NUMA nodes are reachable", needs=("nvml", "system"))
 def numa(ctx: CheckContext) -> Result:
     """Each GPU's NUMA node against the process's CPU affinity."""
     return judge_numa(ctx.system, ctx.gpus)

@@ -146,6 +146,60 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
     return Result(Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
 
 
+def judge_driver_for_wheels(nvml: dict[str, Any]) -> Result:
+    """Whether any current official torch CUDA wheel (data/cuda.toml) runs on this driver: fully (the driver
+    reaches the minimum of the toolkit the wheel is built with), through minor-version compatibility only,
+    or not at all (a driver older than the oldest wheel's CUDA family minimum)."""
+    driver = nvml.get("driver_version")
+    if not driver:
+        return Result(Status.SKIP, "the driver version is not in this capture")
+    table = cuda_table()
+    wheels = table["wheel"]
+    oldest = wheels[-1]
+    family_min = table["family_minimum"][oldest["cuda"].split(".")[0]]
+    full_min = toolkit_minimum(oldest["build"]) or family_min
+    cuda = cuda_version_text(nvml.get("cuda_driver_version"))
+    metrics = [
+        Metric(
+            "driver_version",
+            driver,
+            expected=f">= {family_min}",
+            expected_source=f"CUDA {oldest['build']} release notes and minor-version compatibility "
+            f"(the oldest current torch wheel, {oldest['tag']})",
+        )
+    ]
+    full = [w for w in wheels if not _older(driver, toolkit_minimum(w["build"]) or "0")]
+    if full:
+        newer = wheels[: wheels.index(full[0])]
+        note = "".join(f"; {w['tag']} needs >= {toolkit_minimum(w['build'])}" for w in newer)
+        return Result(
+            Status.PASS,
+            f"driver {driver} (CUDA {cuda}) runs the current torch wheels up to {full[0]['tag']}{note}",
+            metrics=metrics,
+        )
+    stable = next(w for w in wheels if w["tag"] == stable_wheel())
+    upgrade = f"sudo apt install nvidia-driver-{(toolkit_minimum(stable['build']) or '').split('.')[0]}-server"
+    if not _older(driver, family_min):
+        return Result(
+            Status.WARN,
+            f"driver {driver} (CUDA {cuda}) runs the current torch wheels ({oldest['tag']}) only through "
+            f"minor-version compatibility (full support from {full_min}): no PTX JIT for newer code",
+            metrics=metrics,
+            remediation=Remediation("Upgrade the driver for full CUDA support.", [upgrade]),
+        )
+    return Result(
+        Status.FAIL,
+        f"driver {driver} (CUDA {cuda}) is older than every current torch CUDA wheel: the oldest, "
+        f"{oldest['tag']} (CUDA {oldest['cuda']}), needs driver >= {family_min} ({full_min} for full support)",
+        metrics=metrics,
+        remediation=Remediation(
+            f"No current torch wheel runs on this driver: upgrade it (the default {stable['tag']} wheel needs "
+            f">= {toolkit_minimum(stable['build'])}), or pin an old torch release built for CUDA {cuda}.",
+            [upgrade, "nvidia-smi | head -4"],
+        ),
+    )
+
+
 def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: str) -> Remediation:
     caps = [tuple(g["compute_capability"]) for g in nvml.get("gpus", []) if usable(g) and g.get("compute_capability")]
     tag = wheel_for(caps, machine, driver)
@@ -411,10 +465,15 @@ def torch_imports(ctx: CheckContext) -> Result:
     return judge_import(ctx.torch)
 
 
-@check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("torch", "nvml"), uses=("system",))
+@check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("nvml",), uses=("torch", "system"))
 def cuda_driver(ctx: CheckContext) -> Result:
-    """torch.version.cuda against the driver's minimum (minor-version compatibility included)."""
-    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.system.get("machine", "x86_64"))
+    """torch.version.cuda against the driver's minimum (minor-version compatibility included); judging a
+    capture without torch facts, the driver against every current torch CUDA wheel."""
+    if "torch" not in ctx.gathered:
+        return judge_driver_for_wheels(ctx.nvml)
+    if not ctx.torch.get("importable"):
+        return Result(Status.SKIP, "torch does not import; see torch.import")
+    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.machine)
 
 
 @check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))

@@ -43,6 +43,11 @@ def build_parser() -> Parser:
     )
     snap = sub.add_parser("snapshot", help="write the node's facts as a JSON snapshot")
     snap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    snap.add_argument(
+        "--from-xml",
+        metavar="FILE",
+        help="convert an `nvidia-smi -q -x` capture to a snapshot instead of reading this node",
+    )
     baseline = sub.add_parser("baseline", help="save this known-good node's measured figures")
     baseline_sub = baseline.add_subparsers(
         dest="baseline_command", metavar="ACTION", parser_class=Parser, required=True
@@ -83,7 +88,7 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
             "--from",
             dest="from_file",
             metavar="FILE",
-            help="judge a snapshot offline instead of this machine (workloads skip)",
+            help="judge a snapshot, or an `nvidia-smi -q -x` capture, offline instead of this machine (workloads skip)",
         )
         p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
         p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
@@ -173,12 +178,24 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from gpudoctor.facts import snapshot
 
     probe.require_writable(args.output)
-    text = snapshot.dumps(snapshot.gather())
+    text = snapshot.dumps(_capture(args.from_xml) if args.from_xml else snapshot.gather())
     if args.output:
         _write(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _capture(path: str) -> dict[str, Any]:
+    """An nvidia-smi -q -x capture as a snapshot; any other file is a usage error."""
+    from gpudoctor.facts import snapshot
+
+    if Path(path).is_file() and not snapshot.is_capture(Path(path)):
+        raise UsageError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
+    try:
+        return snapshot.read_capture(Path(path))
+    except snapshot.SnapshotError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from gpudoctor.expect import Expectation
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import usable
 from gpudoctor.facts.schema import GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
+from gpudoctor.facts.snapshot import SOURCES
 from gpudoctor.isolate import run_isolated
 from gpudoctor.launch import launch
 from gpudoctor.model import Remediation, Result, Status
@@ -45,6 +46,22 @@ class CheckContext:
     settings: dict[str, Any]
     spec: CheckSpec
     cluster: ClusterContext | None = None  # cluster mode: this node's session, and every node on rank 0
+
+    @property
+    def gathered(self) -> set[str]:
+        """The fact sources these facts hold (a snapshot from before they were recorded holds them all)."""
+        return set(self.facts.get("sources") or SOURCES)
+
+    @property
+    def capture(self) -> dict[str, Any] | None:
+        """What an `nvidia-smi -q -x` capture being judged is (file, DTD version, attached GPUs), else None."""
+        return self.facts.get("capture")
+
+    def not_gathered(self, source: str) -> str:
+        """Why a source's facts are missing here, in words for a skip."""
+        if self.capture:
+            return f"not in this nvidia-smi capture: it holds no {source.replace('_', ' ')} facts"
+        return f"not in this snapshot: its {source.replace('_', ' ')} facts were not gathered"
 
     @property
     def nvml(self) -> NvmlFacts:

@@ -141,6 +141,10 @@ def from_rows(
     bad = [r for r in rows if r.status not in (Status.PASS, Status.SKIP)]
     if not rows:
         return Result(Status.SKIP, "no GPU to judge", metrics=metrics)
+    if status == Status.SKIP:
+        said = list(dict.fromkeys(r.summary for r in rows))
+        summary = said[0] if len(said) == 1 else "; ".join(f"{r.where}: {r.summary}" for r in rows[:3])
+        return Result(status, summary, rows=rows, metrics=metrics)
     if not bad:
         missing = [r.where.removeprefix("GPU ") for r in rows if r.status == Status.SKIP]
         if missing and len(missing) < len(rows):

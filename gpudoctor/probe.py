@@ -167,12 +167,20 @@ def execute(
 
 def meta(plan: Plan, started_at: str, started: float) -> dict[str, Any]:
     return {
-        "host": plan.facts["system"].get("hostname") or os.uname().nodename,
+        "host": host(plan.facts),
         "started_at": started_at,
         "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
         "level": plan.options.level,
         "source": plan.source,
     }
+
+
+def host(facts: dict[str, Any]) -> str:
+    """The node the facts are from: an nvidia-smi capture names only its file."""
+    capture = facts.get("capture")
+    if capture:
+        return f"{capture['file']} (nvidia-smi capture)"
+    return facts["system"].get("hostname") or os.uname().nodename
 
 
 def now() -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpudoctor.cluster import ClusterContext
 from gpudoctor.context import CheckContext, Options
+from gpudoctor.facts.snapshot import SOURCES
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
 
@@ -55,6 +56,9 @@ def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
         return "not in cluster mode: run one gpudoctor per node under torchrun or srun"
     if "live" in needs and ctx.options.offline:
         return "judging a snapshot offline: workloads do not run"
+    missing = _not_gathered(spec, ctx)
+    if missing:
+        return ctx.not_gathered(missing)
     if "nvml" in needs and ctx.nvml.get("status") != "ok":
         return f"NVML is not available ({ctx.nvml.get('status')}); see driver.nvml"
     if "torch" in needs and not ctx.torch.get("importable"):
@@ -71,6 +75,17 @@ def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
         if "live" in needs and ctx.device != "cuda":
             return "torch cannot use the GPUs; see torch.cuda-available"
     return None
+
+
+def _not_gathered(spec: CheckSpec, ctx: CheckContext) -> str | None:
+    """A source a check needs that these facts do not hold, or its only source when it needs none (judging a
+    snapshot or capture offline; a live run gathers every source its checks name)."""
+    declared = [s for s in (*spec.needs, *spec.uses) if s in SOURCES]
+    missing = [s for s in declared if s not in ctx.gathered]
+    needed = [s for s in missing if s in spec.needs]
+    if needed:
+        return needed[0]
+    return missing[0] if missing and len(missing) == len(declared) else None
 
 
 ProgressHook = Callable[[str, str, str], None]  # ("start" or "done", check id, title)

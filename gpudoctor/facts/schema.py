@@ -6,7 +6,7 @@ capture does not hold it), never a guess. Enums and bitmasks are decoded to name
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class Process(TypedDict, total=False):
@@ -14,6 +14,7 @@ class Process(TypedDict, total=False):
     used_mib: int | None  # None: NVML cannot say (WDDM, some vGPU)
     kinds: list[str]  # "compute", "graphics", "mps"
     mig_instance: list[int] | None
+    name: str | None  # a capture: the process name nvidia-smi read on the node
 
 
 class NvLink(TypedDict, total=False):
@@ -75,6 +76,11 @@ class GpuFacts(TypedDict, total=False):
     power_default_limit_w: float | None
     pcie: Pcie
     nvlinks: list[NvLink]
+    # Read from an nvidia-smi capture only:
+    not_captured: list[str]  # fields the capture does not hold (FACT_NAMES): "not in this capture", not zero
+    mig_devices: list[dict] | None  # MIG instances: index, gpu_instance_id, compute_instance_id, memory
+    virtualization_mode: str | None  # "Pass-Through", "VGPU", "Host VGPU"
+    driver_model: str | None  # Windows: "WDDM" or "TCC"
 
 
 class NvmlFacts(TypedDict, total=False):
@@ -82,6 +88,7 @@ class NvmlFacts(TypedDict, total=False):
     error: str | None
     error_code: int | None
     driver_version: str | None
+    attached_gpus: int | None  # a capture: GPUs on the node, which may be more than it lists (nvidia-smi -i)
     cuda_driver_version: int | None  # 13010 is CUDA 13.1
     nvml_version: str | None
     gpus: list[GpuFacts]
@@ -133,3 +140,38 @@ class SystemFacts(TypedDict, total=False):
     nvcc: dict
     gpu_processes: dict[str, dict]
     gpu_numa_nodes: dict[str, int | None]
+
+
+# GpuFacts fields an nvidia-smi capture may lack (GpuFacts.not_captured), in words for a judge.
+FACT_NAMES = {
+    "compute_capability": "compute capability",
+    "persistence_mode": "persistence mode",
+    "compute_mode": "compute mode",
+    "mig_mode": "MIG mode",
+    "inforom_valid": "infoROM validity",
+    "fabric": "NVSwitch fabric state",
+    "processes": "process list",
+    "ecc_mode": "ECC mode",
+    "ecc_errors": "ECC counters",
+    "retired_pages": "retired pages",
+    "remapped_rows": "remapped rows",
+    "clock_event_reasons": "clock event reasons",
+    "temperature_c": "temperature",
+    "temperature_slowdown_c": "slowdown temperature",
+    "temperature_margin_c": "T.Limit margin",
+    "power_limit_w": "power limit",
+    "power_default_limit_w": "default power limit",
+    "pcie": "PCIe link",
+    "pcie_max": "PCIe maximum link",
+    "nvlinks": "NVLink state",
+    "memory_total_mib": "memory size",
+}
+NOT_CAPTURED = "not in this capture"
+
+
+def not_captured(gpu: dict[str, Any], *facts: str) -> str | None:
+    """ "ECC mode: not in this capture" where an nvidia-smi capture lacks the first of `facts` that it lacks
+    for this GPU; None where every one was read (always, on a live node)."""
+    missing = gpu.get("not_captured") or []
+    lacking = next((fact for fact in facts if fact in missing), None)
+    return f"{FACT_NAMES.get(lacking, lacking)}: {NOT_CAPTURED}" if lacking else None

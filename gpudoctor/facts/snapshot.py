@@ -64,9 +64,43 @@ def dumps(snapshot: dict[str, Any]) -> str:
 
 
 def load(path: Path) -> dict[str, Any]:
+    """A gpudoctor snapshot, or an `nvidia-smi -q -x` capture read as one: told apart by content."""
+    head = first_bytes(path)
+    if is_capture(path):
+        return read_capture(path)
+    if head.strip() and not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        raise SnapshotError(f"{path} is neither a gpudoctor snapshot (JSON) nor an nvidia-smi -q -x capture (XML)")
     data = read_json(path, "snapshot", SnapshotError)
     validate(data, str(path))
     return upgrade(data)
+
+
+def first_bytes(path: Path) -> bytes:
+    """The start of a file, enough to tell JSON from XML; empty where it cannot be read (the reader then
+    names the problem)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(64)
+    except OSError:
+        return b""
+
+
+def is_capture(path: Path) -> bool:
+    from gpudoctor.facts.nvsmi_xml import is_xml
+
+    return is_xml(first_bytes(path))
+
+
+def read_capture(path: Path) -> dict[str, Any]:
+    """An `nvidia-smi -q -x` capture as a snapshot of NVML facts (the other sources it cannot hold)."""
+    from gpudoctor.facts import nvsmi_xml
+
+    try:
+        return nvsmi_xml.to_snapshot(Path(path), Path(path).read_bytes())
+    except OSError as exc:
+        raise SnapshotError(f"cannot read capture {path}: {exc.strerror}") from None
+    except nvsmi_xml.CaptureError as exc:
+        raise SnapshotError(str(exc)) from None
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
