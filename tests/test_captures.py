@@ -336,6 +336,15 @@ def test_vgpu_and_windows_captures_are_judged_on_what_they_have() -> None:
     )
 
 
+def test_a_windows_capture_redirected_by_powershell_is_read(tmp_path: Path) -> None:
+    """PowerShell 5's `>` writes UTF-16 with a byte-order mark and CRLF line ends."""
+    path = tmp_path / "t4-windows.xml"
+    path.write_bytes((CAPTURES / "tesla-t4.xml").read_text().replace("\n", "\r\n").encode("utf-16"))
+    snap = load(path)
+    assert snap["capture"]["dtd_version"] == 11
+    assert verdicts(judge(snap)) == verdicts(judge(capture("tesla-t4")))
+
+
 def test_check_from_a_capture_as_a_user_runs_it(tmp_path: Path) -> None:
     path = CAPTURES / "quadro-p400.xml"
     proc = gpudoctor("check", "--from", str(path), "--json")

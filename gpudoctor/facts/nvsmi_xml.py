@@ -20,7 +20,7 @@ from typing import Any
 from gpudoctor import __version__
 
 ROOT = "nvidia_smi_log"
-DTD_PATTERN = re.compile(rb"nvsmi_device_v(\d+)\.dtd")
+DTD_PATTERN = re.compile(r"nvsmi_device_v(\d+)\.dtd")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?")
 # Words nvidia-smi prints where NVML gave no value.
 NO_VALUE = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]", "none"}
@@ -54,7 +54,14 @@ class CaptureError(ValueError):
 
 def is_xml(head: bytes) -> bool:
     """Whether a file's first bytes are XML (a snapshot is JSON and starts with "{")."""
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<")
+    return text_head(head).lstrip().startswith("<")
+
+
+def text_head(data: bytes) -> str:
+    """The start of a file as text: UTF-8, or UTF-16 with its byte-order mark (what Windows PowerShell's `>`
+    writes when a capture is redirected to a file)."""
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+    return data[:4096].decode(encoding, errors="ignore")
 
 
 def to_snapshot(path: Path, data: bytes) -> dict[str, Any]:
@@ -63,7 +70,7 @@ def to_snapshot(path: Path, data: bytes) -> dict[str, Any]:
     gpus = [Gpu(element, index).facts() for index, element in enumerate(root.findall("gpu"))]
     attached = number(root.findtext("attached_gpus"))
     cuda = root.findtext("cuda_version")
-    dtd = DTD_PATTERN.search(data[:4096])
+    dtd = DTD_PATTERN.search(text_head(data))
     return {
         "schema": "gpudoctor.snapshot",
         "schema_version": 2,
