@@ -235,6 +235,11 @@ def test_mig_instances_and_partial_node_are_reported() -> None:
     assert judge(capture("a100-sxm4-v12"), expect_gpus=8)["driver.gpu-count"].status == Status.FAIL
 
 
+def test_remapped_rows_not_reported_are_not_called_unsupported_on_an_a100() -> None:
+    result = judge(capture("a100-sxm4-v12"))["health.row-remap"]
+    assert result.summary == "remapped rows not reported for this GPU (GPUs before Ampere have none)"
+
+
 def test_processes_are_named_as_nvidia_smi_read_them() -> None:
     summary = judge(capture("tesla-t4"))["driver.processes"].summary
     assert "pid 675 (/usr/lib/xorg/Xorg graphics) holds 22 MiB" in summary
