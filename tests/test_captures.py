@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURES, gpudoctor, judge
 
 from gpudoctor.facts import nvsmi_xml
-from gpudoctor.facts.snapshot import load
+from gpudoctor.facts.snapshot import load, validate
 from gpudoctor.model import Result, Status
 
 CAPTURES = FIXTURES / "nvidia-smi-xml"
@@ -179,6 +179,7 @@ def test_identity_is_read_exactly(name: str) -> None:
     assert snap["nvml"]["cuda_driver_version"] == cuda
     assert snap["capture"]["dtd_version"] == dtd
     assert snap["sources"] == ["nvml"]
+    validate(snap, name)  # a capture's snapshot is a valid snapshot: `snapshot --from-xml` writes it
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.facts.snapshot import SCHEMA, SCHEMA_VERSION
 
 ROOT = "nvidia_smi_log"
 DTD_PATTERN = re.compile(r"nvsmi_device_v(\d+)\.dtd")
@@ -72,8 +73,8 @@ def to_snapshot(path: Path, data: bytes) -> dict[str, Any]:
     cuda = root.findtext("cuda_version")
     dtd = DTD_PATTERN.search(text_head(data))
     return {
-        "schema": "gpudoctor.snapshot",
-        "schema_version": 2,
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
         "taken_at": captured_at(root.findtext("timestamp")),
         "sources": ["nvml"],
