@@ -260,6 +260,19 @@ def test_partial_capture_is_judged_on_what_it_has() -> None:
     assert results["torch.cuda-driver"].summary == "the driver version is not in this capture"
 
 
+@pytest.mark.parametrize("name", sorted(IDENTITY))
+def test_capture_facts_have_the_documented_shape(name: str) -> None:
+    from gpudoctor.facts import schema
+
+    nvml = capture(name)["nvml"]
+    assert set(nvml) <= set(schema.NvmlFacts.__annotations__)
+    for gpu in nvml["gpus"]:
+        assert set(gpu) <= set(schema.GpuFacts.__annotations__)
+        assert set(gpu["not_captured"]) <= set(schema.FACT_NAMES) | {"name", "uuid", "pci_device_id"}
+        for process in gpu["processes"] or []:
+            assert set(process) <= set(schema.Process.__annotations__)
+
+
 def test_fields_a_capture_lacks_are_never_zero() -> None:
     gpu = capture("gtx-1070-ti")["nvml"]["gpus"][0]
     for fact in ("ecc_mode", "retired_pages", "remapped_rows", "power_limit_w", "clock_event_reasons"):
