@@ -152,6 +152,13 @@ def judge(
                 ],
             ),
         )
+    if world < 2:  # one rank's all-reduce is a local copy or nothing: its "bandwidth" is no figure at all
+        return Result(
+            Status.PASS,
+            f"1 rank ({'NCCL' if device == 'cuda' else 'gloo'}): every size verified; bandwidth not measured "
+            "(no peer to exchange with)",
+            metrics=[Metric(k, v) for k, v in nccl.items()],
+        )
     largest = rows[-1]["in_place"]
     size = f"{rows[-1]['bytes'] // MIB} MiB" if rows[-1]["bytes"] >= MIB else f"{rows[-1]['bytes'] // 1024} KiB"
     text = f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), busbw {largest['busbw_gbps']:.2f} GB/s at {size}"
@@ -159,12 +166,6 @@ def judge(
     metric.baseline = True
     metric.labels = {"bytes": rows[-1]["bytes"], "op": "in_place"}
     metrics[:0] = [metric, *size_metrics(rows[-1])[1:]]
-    if world < 2:
-        return Result(
-            Status.PASS,
-            f"{text}; one rank: verified, bandwidth not judged (no peer to exchange with)",
-            metrics=metrics,
-        )
     if expected is None:
         if device != "cuda":
             return Result(

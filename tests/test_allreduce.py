@@ -245,8 +245,12 @@ def test_nvswitch_node_judged_at_the_dcgm_floor(busbw: float, status: str) -> No
 
 
 def test_one_rank_and_unknown_topology_are_not_judged() -> None:
-    one = allreduce.judge(measured(1.0), 1, "cuda", None, 0.75, {})
-    assert one.status.value == "pass" and "one rank" in one.summary
+    one = allreduce.judge(measured(5.8e5), 1, "cuda", None, 0.75, {"nccl_version": "2.28.9"})
+    assert one.status.value == "pass"
+    assert one.summary == "1 rank (NCCL): every size verified; bandwidth not measured (no peer to exchange with)"
+    # On a one-GPU H100 the in-place all-reduce "ran" at 5.8e5 GB/s: a no-op timed is no figure, so none is kept.
+    assert [m.name for m in one.metrics] == ["nccl_version"]
+    assert allreduce.judge([{**measured(1.0)[0], "wrong": 3}], 1, "cuda", None, 0.75, {}).status.value == "fail"
     unknown = allreduce.judge(measured(1.0), 2, "cuda", None, 0.75, {})
     assert unknown.status.value == "warn" and "no expectation" in unknown.summary
 

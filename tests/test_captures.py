@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURES, gpudoctor, judge
 
 from gpudoctor.facts import nvsmi_xml
-from gpudoctor.facts.snapshot import load, validate
+from gpudoctor.facts.snapshot import load, replay_nvml, validate
 from gpudoctor.model import Result, Status
 
 CAPTURES = FIXTURES / "nvidia-smi-xml"
@@ -430,3 +430,56 @@ def test_judging_a_capture_imports_neither_torch_nor_pynvml() -> None:
     assert proc.returncode == 1
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert "torch" not in imported and "pynvml" not in imported
+
+
+# A real H100 (driver 580.159.04) lent to this project: its snapshot, its quick report as it ran there, and its
+# own `nvidia-smi -q -x` capture, all taken minutes apart by tests/fixtures/real/capture.sh's steps.
+REAL = FIXTURES / "real"
+H100 = "H100-80GB-HBM3"
+SAME_FACTS = (
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "pci_device_id",
+    "memory_total_mib",
+    "persistence_mode",
+    "compute_mode",
+    "mig_mode",
+    "ecc_mode",
+    "ecc_errors",
+    "retired_pages",
+    "remapped_rows",
+    "clock_event_reasons",
+    "temperature_slowdown_c",
+    "temperature_shutdown_c",
+    "power_limit_w",
+    "power_default_limit_w",
+    "pcie",
+    "processes",
+)
+
+
+def test_a_real_h100_snapshot_replays_and_is_judged_as_it_was_live() -> None:
+    snap = load(REAL / f"{H100}.snapshot.json")
+    assert replay_nvml(snap) == snap["nvml"]
+    offline = judge(snap)
+    live = json.loads((REAL / f"{H100}.quick.json").read_text())
+    for check in live["checks"]:
+        label = check["check_id"] + (f":{check['aspect']}" if check["aspect"] else "")
+        assert (offline[label].status.value, offline[label].summary) == (check["status"], check["summary"]), label
+
+
+def test_a_real_h100_capture_reads_what_nvml_gave_on_the_same_gpu() -> None:
+    """The capture reader against the live NVML gateway on one GPU: the same facts where the capture holds
+    them (its T.Limit-relative thresholds made absolute), and the same verdict from every check it can judge."""
+    capture_snap = load(REAL / f"{H100}.nvidia-smi-q-x.xml")
+    live_snap = load(REAL / f"{H100}.snapshot.json")
+    read, gathered = capture_snap["nvml"]["gpus"][0], live_snap["nvml"]["gpus"][0]
+    assert {fact: read[fact] for fact in SAME_FACTS} == {fact: gathered[fact] for fact in SAME_FACTS}
+    assert read["temperature_slowdown_c"] == 89
+    from_capture, from_live = judge(capture_snap), judge(live_snap)
+    judged = [label for label, result in from_capture.items() if result.status != Status.SKIP]
+    assert len(judged) == 11
+    for label in judged:
+        assert from_capture[label].status == from_live[label].status, label
+    assert from_capture["health.temperature"].summary == from_live["health.temperature"].summary

@@ -281,12 +281,7 @@ class Gpu:
             "retired_pages": self.retired_pages(),
             "remapped_rows": self.remapped_rows(),
             "clock_event_reasons": self.clock_event_reasons(),
-            "temperature_c": integer(self.text("temperature/gpu_temp", "temperature_c")),
-            "temperature_slowdown_c": integer(
-                self.text("temperature/gpu_temp_slow_threshold", "temperature_slowdown_c")
-            ),
-            "temperature_shutdown_c": integer(self.element.findtext("temperature/gpu_temp_max_threshold")),
-            "temperature_margin_c": integer(self.text("temperature/gpu_temp_tlimit", "temperature_margin_c")),
+            **self.temperatures(),
             "power_limit_w": number(
                 self.first(
                     "power_limit_w",
@@ -305,6 +300,31 @@ class Gpu:
             "pcie": self.pcie(),
             "nvlinks": [],
         }
+
+    def temperatures(self) -> dict[str, int | None]:
+        """The temperature, the T.Limit margin (degrees left), and the slowdown and shutdown thresholds. Newer
+        drivers print the thresholds relative to T.Limit instead (gpu_temp_slow_tlimit_threshold: -2 C is 2 C
+        past it): temperature + margin - offset is the absolute threshold, as NVML gives it (checked on an H100
+        with driver 580: 51 C + 36 C - (-2 C) = 89 C, NVML's slowdown threshold on the same GPU)."""
+        temp = integer(self.text("temperature/gpu_temp", "temperature_c"))
+        margin = integer(self.element.findtext("temperature/gpu_temp_tlimit"))
+        if self.element.find("temperature/gpu_temp_tlimit") is None:
+            self.missing.append("temperature_margin_c")
+        thresholds: dict[str, int | None] = {}
+        for fact, absolute, relative in (
+            ("temperature_slowdown_c", "gpu_temp_slow_threshold", "gpu_temp_slow_tlimit_threshold"),
+            ("temperature_shutdown_c", "gpu_temp_max_threshold", "gpu_temp_max_tlimit_threshold"),
+        ):
+            found = self.element.find(f"temperature/{absolute}")
+            offset = integer(self.element.findtext(f"temperature/{relative}"))
+            if found is not None:
+                thresholds[fact] = integer(found.text)
+            elif temp is not None and margin is not None and offset is not None:
+                thresholds[fact] = temp + margin - offset
+            else:
+                thresholds[fact] = None
+                self.missing.append(fact)
+        return {"temperature_c": temp, "temperature_margin_c": margin, **thresholds}
 
     def ecc_errors(self) -> dict[str, int | None]:
         """Volatile and aggregate counts, corrected and uncorrected: SRAM + DRAM (v11 on; v13 splits SRAM

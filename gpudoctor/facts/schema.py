@@ -158,6 +158,7 @@ FACT_NAMES = {
     "clock_event_reasons": "clock event reasons",
     "temperature_c": "temperature",
     "temperature_slowdown_c": "slowdown temperature",
+    "temperature_shutdown_c": "shutdown temperature",
     "temperature_margin_c": "T.Limit margin",
     "power_limit_w": "power limit",
     "power_default_limit_w": "default power limit",
