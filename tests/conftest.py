@@ -76,6 +76,15 @@ def no_leftovers():
     assert not left, f"processes left behind: {left}"
 
 
+@pytest.fixture(autouse=True)
+def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite tests the gloo paths on the CPU, as CI runs them; on a machine with a GPU, torch (and every
+    gpudoctor the tests start) is kept off it, except in the `gpu`-marked tests, which exist to use it. NVML
+    still sees the GPU."""
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """GPU-marked tests run wherever torch sees a CUDA GPU and are skipped, saying so, everywhere else."""
     import torch
