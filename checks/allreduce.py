@@ -128,6 +128,15 @@ def size_metrics(row: dict[str, Any]) -> list[Metric]:
     return metrics
 
 
+def nccl_metrics(nccl: dict[str, Any]) -> list[Metric]:
+    """NCCL's version, and each NCCL_* variable set (container images set NCCL_VERSION, users NCCL_DEBUG...)
+    as one `nccl_env` series with the variable as a label: metric names stay lower snake case and stable."""
+    return [
+        Metric(name, value) if name == "nccl_version" else Metric("nccl_env", value, labels={"variable": name})
+        for name, value in nccl.items()
+    ]
+
+
 def judge(
     rows: list[dict[str, Any]],
     world: int,
@@ -138,7 +147,7 @@ def judge(
 ) -> Result:
     """Verified first; then the largest message's in-place busbw against the expectation."""
     wrong = sum(r["wrong"] for r in rows)
-    metrics = [m for r in rows[:-1] for m in size_metrics(r)] + [Metric(k, v) for k, v in nccl.items()]
+    metrics = [m for r in rows[:-1] for m in size_metrics(r)] + nccl_metrics(nccl)
     if wrong:
         return Result(
             Status.FAIL,
@@ -157,7 +166,7 @@ def judge(
             Status.PASS,
             f"1 rank ({'NCCL' if device == 'cuda' else 'gloo'}): every size verified; bandwidth not measured "
             "(no peer to exchange with)",
-            metrics=[Metric(k, v) for k, v in nccl.items()],
+            metrics=nccl_metrics(nccl),
         )
     largest = rows[-1]["in_place"]
     size = f"{rows[-1]['bytes'] // MIB} MiB" if rows[-1]["bytes"] >= MIB else f"{rows[-1]['bytes'] // 1024} KiB"

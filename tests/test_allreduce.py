@@ -251,6 +251,18 @@ def test_one_rank_and_unknown_topology_are_not_judged() -> None:
     # On a one-GPU H100 the in-place all-reduce "ran" at 5.8e5 GB/s: a no-op timed is no figure, so none is kept.
     assert [m.name for m in one.metrics] == ["nccl_version"]
     assert allreduce.judge([{**measured(1.0)[0], "wrong": 3}], 1, "cuda", None, 0.75, {}).status.value == "fail"
+
+
+def test_nccl_settings_are_one_series_labelled_by_variable() -> None:
+    """The H100 image this was first run on sets NCCL_VERSION: it became a metric named in capitals."""
+    nccl = {"nccl_version": "2.28.9", "NCCL_VERSION": "2.28.3-1", "NCCL_DEBUG": "WARN"}
+    metrics = allreduce.judge(measured(100.0), 2, "cuda", None, 0.75, nccl).metrics
+    settings = [(m.name, m.labels, m.value) for m in metrics if m.name.startswith("nccl")]
+    assert settings == [
+        ("nccl_version", {}, "2.28.9"),
+        ("nccl_env", {"variable": "NCCL_VERSION"}, "2.28.3-1"),
+        ("nccl_env", {"variable": "NCCL_DEBUG"}, "WARN"),
+    ]
     unknown = allreduce.judge(measured(1.0), 2, "cuda", None, 0.75, {})
     assert unknown.status.value == "warn" and "no expectation" in unknown.summary
 

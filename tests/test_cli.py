@@ -216,8 +216,10 @@ def test_snapshot_round_trip_on_this_machine(tmp_path) -> None:
 
 
 def test_live_check_without_a_driver_runs_to_the_end() -> None:
-    """This machine has no NVIDIA driver: the driver check fails with its cause, GPU checks skip, torch
+    """A machine with no NVIDIA driver (CI's): the driver check fails with its cause, GPU checks skip, torch
     checks run."""
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver; tests/test_gpu.py covers it")
     proc = gpudoctor("check", "--json")
     document = json.loads(proc.stdout)
     jsonschema.validate(document, schema())

@@ -275,8 +275,9 @@ def test_prolog_drains_a_failing_node(tmp_path: Path) -> None:
     env, calls = stand_ins(tmp_path)
     env = {**env, "GPUDOCTOR_REPORTS": str(tmp_path / "reports"), "SLURM_JOB_ID": "77"}
     proc = subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env)
-    assert proc.returncode == 1, "this machine has no GPU driver: the quick level fails driver.nvml"
-    assert calls.read_text().startswith("update NodeName=gpu007 State=DRAIN Reason=gpudoctor: driver.nvml")
+    # Here (no GPU driver) driver.nvml fails; on a GPU machine driver.gpu-count fails against the example's 8.
+    assert proc.returncode == 1
+    assert re.match(r"update NodeName=gpu007 State=DRAIN Reason=gpudoctor: driver\.(nvml|gpu-count)", calls.read_text())
     assert json.loads((tmp_path / "reports" / "gpu007-77.json").read_text())["exit_code"] == 1
 
 
