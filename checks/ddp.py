@@ -543,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         results = judge(gathered, None, p, device, None, SETTINGS)
         json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
         print()
+    dist.barrier()  # tear down together: a rank leaving while rank 0 still judges can abort the other (gloo)
     dist.destroy_process_group()
     return 0
 
