@@ -127,7 +127,8 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
     gpus = nvml.get("gpus", [])
     lost = [g for g in gpus if g.get("lost")]
     hidden = [g for g in gpus if not g.get("lost") and not g.get("accessible", True)]
-    found = len(gpus) - len(lost) - len(hidden)
+    unlisted = max(0, (nvml.get("attached_gpus") or 0) - len(gpus))  # a capture taken with `nvidia-smi -i`
+    found = len(gpus) - len(lost) - len(hidden) + unlisted
     metrics = [Metric("gpus_nvml", found, expected=expect, expected_source="--expect-gpus" if expect else None)]
     if lost:
         rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
@@ -143,8 +144,6 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
             metrics=metrics,
             rows=rows,
         )
-    found = max(found, nvml.get("attached_gpus") or 0)
-    metrics[0].value = found
     if expect is not None and found != expect:
         return Result(
             Status.FAIL,
@@ -157,11 +156,10 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
             metrics=metrics,
             rows=_hidden_rows(hidden),
         )
-    attached = nvml.get("attached_gpus")
-    if attached and attached > len(gpus):
+    if unlisted:
         return Result(
             Status.WARN,
-            f"the capture lists {len(gpus)} of the node's {attached} GPUs: the other {attached - len(gpus)} "
+            f"the capture lists {len(gpus)} of the node's {len(gpus) + unlisted} GPUs: the other {unlisted} "
             "are not judged",
             metrics=metrics,
             remediation=Remediation(

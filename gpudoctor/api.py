@@ -25,7 +25,7 @@ from gpudoctor import expect, measure
 from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, same_pci
 from gpudoctor.facts.nvml import usable
-from gpudoctor.facts.schema import FACT_NAMES, NOT_CAPTURED, GpuFacts, not_captured
+from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
 from gpudoctor.hardware import cuda_table, cuda_version_text, gpu_model, load_data
 from gpudoctor.isolate import progress
 from gpudoctor.launch import RankContext, init_rank
@@ -34,7 +34,6 @@ from gpudoctor.registry import check
 
 __all__ = [
     "FACT_NAMES",
-    "NOT_CAPTURED",
     "SEVERITY",
     "CheckContext",
     "GpuFacts",

@@ -190,7 +190,7 @@ def _capture(path: str) -> dict[str, Any]:
     """An nvidia-smi -q -x capture as a snapshot; any other file is a usage error."""
     from gpudoctor.facts import snapshot
 
-    if Path(path).is_file() and not snapshot.is_capture(Path(path)):
+    if Path(path).is_file() and snapshot.file_kind(Path(path)) != "capture":
         raise UsageError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
     try:
         return snapshot.read_capture(Path(path))

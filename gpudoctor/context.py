@@ -54,7 +54,7 @@ class CheckContext:
 
     @property
     def capture(self) -> dict[str, Any] | None:
-        """What an `nvidia-smi -q -x` capture being judged is (file, DTD version, attached GPUs), else None."""
+        """What an `nvidia-smi -q -x` capture being judged is (format, file, DTD version), else None."""
         return self.facts.get("capture")
 
     def not_gathered(self, source: str) -> str:

@@ -397,11 +397,12 @@ def test_snapshot_from_xml_judges_the_same(tmp_path: Path) -> None:
 def test_files_that_are_not_captures_are_one_line_errors(tmp_path: Path, content: str, words: str) -> None:
     path = tmp_path / "node.xml"
     path.write_text(content)
-    for args in (["check", "--from", str(path)], ["snapshot", "--from-xml", str(path)]):
+    converting = "is not an nvidia-smi -q -x capture" if content == "hello" else words
+    for args, said in ((["check", "--from", str(path)], words), (["snapshot", "--from-xml", str(path)], converting)):
         proc = gpudoctor(*args)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
-        assert words in proc.stderr or "is not an nvidia-smi -q -x capture" in proc.stderr
+        assert said in proc.stderr, args
 
 
 def test_a_snapshot_is_not_taken_for_a_capture(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.facts.nvml import CLOCK_EVENT_REASONS, COMPUTE_MODES
 from gpudoctor.facts.snapshot import SCHEMA, SCHEMA_VERSION
 
 ROOT = "nvidia_smi_log"
@@ -27,35 +28,14 @@ NUMBER = re.compile(r"^-?\d+(\.\d+)?")
 NO_VALUE = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]", "none"}
 NO_VALUE_PREFIXES = ("requested functionality has been deprecated", "not available", "insufficient permissions")
 
-# Clock event reason elements (clocks_event_reason_* from driver 535, clocks_throttle_reason_* before) by the
-# name the NVML gateway decodes the same bit to.
-CLOCK_REASONS = {
-    "gpu_idle": "gpu_idle",
-    "applications_clocks_setting": "applications_clocks_setting",
-    "sw_power_cap": "sw_power_cap",
-    "hw_slowdown": "hw_slowdown",
-    "sync_boost": "sync_boost",
-    "sw_thermal_slowdown": "sw_thermal_slowdown",
-    "hw_thermal_slowdown": "hw_thermal_slowdown",
-    "hw_power_brake_slowdown": "hw_power_brake_slowdown",
-    "display_clocks_setting": "display_clock_setting",
-}
-COMPUTE_MODES = {
-    "default": "default",
-    "exclusive_thread": "exclusive_thread",
-    "prohibited": "prohibited",
-    "exclusive_process": "exclusive_process",
-}
+# Clock event reason elements (clocks_event_reason_* from driver 535, clocks_throttle_reason_* before) carry
+# the gateway's names for the same bits (nvml.CLOCK_EVENT_REASONS), but for this one.
+CLOCK_REASON_NAMES = {"display_clocks_setting": "display_clock_setting"}
 PROCESS_KINDS = {"C": "compute", "G": "graphics", "M": "mps"}
 
 
 class CaptureError(ValueError):
     """A file that is XML but not an nvidia-smi log, or that cannot be read."""
-
-
-def is_xml(head: bytes) -> bool:
-    """Whether a file's first bytes are XML (a snapshot is JSON and starts with "{")."""
-    return text_head(head).lstrip().startswith("<")
 
 
 def text_head(data: bytes) -> str:
@@ -69,8 +49,6 @@ def to_snapshot(path: Path, data: bytes) -> dict[str, Any]:
     """The capture's facts in snapshot form: NVML facts only, the capture described under "capture"."""
     root = parse(path, data)
     gpus = [Gpu(element, index).facts() for index, element in enumerate(root.findall("gpu"))]
-    attached = number(root.findtext("attached_gpus"))
-    cuda = root.findtext("cuda_version")
     dtd = DTD_PATTERN.search(text_head(data))
     return {
         "schema": SCHEMA,
@@ -82,16 +60,15 @@ def to_snapshot(path: Path, data: bytes) -> dict[str, Any]:
             "format": "nvidia-smi -q -x",
             "file": path.name,
             "dtd_version": int(dtd.group(1)) if dtd else None,
-            "attached_gpus": int(attached) if attached is not None else None,
         },
         "nvml": {
             "status": "ok",
             "error": None,
             "error_code": None,
             "driver_version": value(root.findtext("driver_version")),
-            "cuda_driver_version": cuda_driver_version(cuda),
+            "cuda_driver_version": cuda_driver_version(root.findtext("cuda_version")),
             "nvml_version": None,
-            "attached_gpus": int(attached) if attached is not None else None,
+            "attached_gpus": integer(root.findtext("attached_gpus")),
             "gpus": gpus,
             "topology": {},
         },
@@ -170,8 +147,9 @@ class Gpu:
         self.missing: list[str] = []
 
     def find(self, path: str, fact: str) -> ET.Element | None:
+        """The element at `path`; where the capture lacks it, `fact` is noted as not captured."""
         found = self.element.find(path)
-        if found is None and fact not in self.missing:
+        if found is None:
             self.missing.append(fact)
         return found
 
@@ -216,21 +194,22 @@ class Gpu:
         }
 
     def state(self) -> dict[str, Any]:
-        mode = value(self.text("compute_mode", "compute_mode"))
+        mode = (value(self.text("compute_mode", "compute_mode")) or "").lower()
         return {
             "persistence_mode": flag(self.text("persistence_mode", "persistence_mode")),
-            "compute_mode": COMPUTE_MODES.get((mode or "").lower()),
-            "mig_mode": self.mig_mode(),
+            "compute_mode": mode if mode in COMPUTE_MODES.values() else None,
+            "mig_mode": self.mode("mig_mode", "current_mig", "pending_mig"),
             "mig_devices": self.mig_devices(),
             "inforom_valid": None,
             "fabric": self.fabric(),
             "processes": self.processes(),
         }
 
-    def mig_mode(self) -> dict[str, bool] | None:
-        current = flag(self.text("mig_mode/current_mig", "mig_mode"))
-        pending = flag(self.text("mig_mode/pending_mig", "mig_mode"))
-        return None if current is None else {"current": current, "pending": current if pending is None else pending}
+    def mode(self, section: str, current: str, pending: str) -> dict[str, bool] | None:
+        """A current/pending mode pair (MIG, ECC), as the gateway gives it; None where N/A."""
+        now = flag(self.text(f"{section}/{current}", section))
+        later = flag(self.text(f"{section}/{pending}", section))
+        return None if now is None else {"current": now, "pending": now if later is None else later}
 
     def mig_devices(self) -> list[dict[str, Any]] | None:
         found = self.element.find("mig_devices")
@@ -270,13 +249,8 @@ class Gpu:
         return [process(p) for p in found.findall("process_info")]
 
     def health(self) -> dict[str, Any]:
-        ecc = self.find("ecc_mode", "ecc_mode")
-        current = flag(ecc.findtext("current_ecc")) if ecc is not None else None
-        pending = flag(ecc.findtext("pending_ecc")) if ecc is not None else None
         return {
-            "ecc_mode": None
-            if current is None
-            else {"current": current, "pending": current if pending is None else pending},
+            "ecc_mode": self.mode("ecc_mode", "current_ecc", "pending_ecc"),
             "ecc_errors": self.ecc_errors(),
             "retired_pages": self.retired_pages(),
             "remapped_rows": self.remapped_rows(),
@@ -307,9 +281,7 @@ class Gpu:
         past it): temperature + margin - offset is the absolute threshold, as NVML gives it (checked on an H100
         with driver 580: 51 C + 36 C - (-2 C) = 89 C, NVML's slowdown threshold on the same GPU)."""
         temp = integer(self.text("temperature/gpu_temp", "temperature_c"))
-        margin = integer(self.element.findtext("temperature/gpu_temp_tlimit"))
-        if self.element.find("temperature/gpu_temp_tlimit") is None:
-            self.missing.append("temperature_margin_c")
+        margin = integer(self.text("temperature/gpu_temp_tlimit", "temperature_margin_c"))
         thresholds: dict[str, int | None] = {}
         for fact, absolute, relative in (
             ("temperature_slowdown_c", "gpu_temp_slow_threshold", "gpu_temp_slow_tlimit_threshold"),
@@ -368,10 +340,13 @@ class Gpu:
         if section is None:
             self.missing.append("clock_event_reasons")
             return None
-        states = {child.tag.removeprefix(prefix): flag(child.text) for child in section}
+        states = {}
+        for child in section:
+            tag = child.tag.removeprefix(prefix)
+            states[CLOCK_REASON_NAMES.get(tag, tag)] = flag(child.text)
         if all(state is None for state in states.values()):
             return None
-        return [name for tag, name in CLOCK_REASONS.items() if states.get(tag)]
+        return [name for name in CLOCK_EVENT_REASONS.values() if states.get(name)]
 
     def pcie(self) -> dict[str, int | None]:
         link = "pci/pci_gpu_link_info/"

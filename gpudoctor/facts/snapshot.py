@@ -65,30 +65,27 @@ def dumps(snapshot: dict[str, Any]) -> str:
 
 def load(path: Path) -> dict[str, Any]:
     """A gpudoctor snapshot, or an `nvidia-smi -q -x` capture read as one: told apart by content."""
-    head = first_bytes(path)
-    if is_capture(path):
+    kind = file_kind(path)
+    if kind == "capture":
         return read_capture(path)
-    if head.strip() and not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+    if kind is None:
         raise SnapshotError(f"{path} is neither a gpudoctor snapshot (JSON) nor an nvidia-smi -q -x capture (XML)")
     data = read_json(path, "snapshot", SnapshotError)
     validate(data, str(path))
     return upgrade(data)
 
 
-def first_bytes(path: Path) -> bytes:
-    """The start of a file, enough to tell JSON from XML; empty where it cannot be read (the reader then
-    names the problem)."""
+def file_kind(path: Path) -> str | None:
+    """ "capture" (XML), "snapshot" (JSON, an empty file, or one that cannot be read: the JSON reader names
+    the problem), or None for anything else. Read from the file's first bytes."""
+    from gpudoctor.facts.nvsmi_xml import text_head
+
     try:
         with open(path, "rb") as handle:
-            return handle.read(64)
+            start = text_head(handle.read(64)).lstrip()[:1]
     except OSError:
-        return b""
-
-
-def is_capture(path: Path) -> bool:
-    from gpudoctor.facts.nvsmi_xml import is_xml
-
-    return is_xml(first_bytes(path))
+        return "snapshot"
+    return {"<": "capture", "{": "snapshot", "": "snapshot"}.get(start)
 
 
 def read_capture(path: Path) -> dict[str, Any]:
