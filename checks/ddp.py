@@ -543,7 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         results = judge(gathered, None, p, device, None, SETTINGS)
         json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
         print()
-    dist.barrier()  # tear down together: a rank leaving while rank 0 still judges can abort the other (gloo)
+    # Tear down together: a rank leaving while rank 0 still judges can abort the other (gloo). NCCL is told
+    # the rank's GPU, as torch asks.
+    dist.barrier(device_ids=[torch.cuda.current_device()] if device == "cuda" else None)
     dist.destroy_process_group()
     return 0
 
