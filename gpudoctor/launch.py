@@ -233,7 +233,16 @@ def caused_elsewhere(result: LaunchResult) -> bool:
     return all(_is_timeout(r.error) or _lost_a_peer(r.error) or r.error.startswith("crashed (SIGABRT)") for r in failed)
 
 
-PEER_LOSS = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote worker", "socket closed")
+# How gloo and torch's TCPStore client say a connection went away under them ("Failed to recv, got 0 bytes.
+# Connection was likely closed. Did the remote server shutdown or crash?" when a peer dies in rendezvous).
+PEER_LOSS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "connection was likely closed",
+    "broken pipe",
+    "remote worker",
+    "socket closed",
+)
 
 
 def _lost_a_peer(error: str) -> bool:

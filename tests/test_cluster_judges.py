@@ -11,7 +11,7 @@ from conftest import gpudoctor
 from gpudoctor.checks import cluster as checks
 
 from gpudoctor.cluster import ClusterEnvError, detect, expand_hostlist, own_part, software
-from gpudoctor.launch import LaunchResult, RankReport
+from gpudoctor.launch import LaunchResult, RankReport, caused_elsewhere
 from gpudoctor.model import Result, Row, Status
 from gpudoctor.report import document as doc
 
@@ -295,3 +295,22 @@ def test_drain_example_drains_failed_nodes_and_resumes_only_its_own(tmp_path) ->
     path.write_text("{not json")
     bad = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "is not a gpudoctor cluster report" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "elsewhere"),
+    [
+        # Seen in CI: node-2 killed while the workload's ranks met; node-1's rank lost the connection.
+        (
+            "raised DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
+            "server shutdown or crash?",
+            True,
+        ),
+        ("raised RuntimeError: Connection reset by peer", True),
+        ("crashed (SIGSEGV)", False),
+        ("raised ValueError: bad batch", False),
+    ],
+)
+def test_a_rank_that_only_lost_a_peer_elsewhere_is_not_this_nodes_fault(error: str, elsewhere: bool) -> None:
+    result = LaunchResult(Status.ERROR, "", [RankReport(1, 1, error=error, phase="rendezvous"), RankReport(0, 0)])
+    assert caused_elsewhere(result) is elsewhere
