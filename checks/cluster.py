@@ -1,41 +1,45 @@
-"""Cluster checks: every node's own verdict, software skew, the links between nodes, and all-reduce and DDP
-across the whole world. They run only in cluster mode (one gpudoctor per node under torchrun or srun);
-rank 0 judges, every other node reports its own part.
-
-Links are measured between ring neighbours: node i exchanges a buffer with nodes i-1 and i+1, both ways,
-in at most three rounds of disjoint pairs whatever the node count (two for an even ring, three for an odd
-one), so the test takes the same time on 3 nodes as on 1,000. A node whose sending or receiving is slow
-shows on both of its links while its neighbours' other links stay fast: that is how a slow node is told from
-a slow link.
+"""Cluster checks: every node's own verdict and figures, software skew, and all-reduce and DDP across the
+whole world with each node's own share judged. They run only in cluster mode (one gpudoctor per node under
+torchrun or srun); rank 0 judges, every other node reports its own part. The links between nodes are
+checks/links.py; judging by pairs of nodes is checks/pairs.py.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
 from gpudoctor.api import (
     CheckContext,
-    Metric,
     RankContext,
     Remediation,
     Result,
     Row,
     Status,
     check,
+    compare,
     expect,
     from_rows,
 )
 
-from . import allreduce, ddp
+from . import allreduce, ddp, links
 
 FRACTIONS = {"straggler_fraction": 0.8, "fail_fraction": 0.5}
-LINK_BYTES = {"cuda": 256 * 2**20, "cpu": 16 * 2**20}
+PRIOR_SIGMA = 0.1  # a benchmark's spread from run to run on one node, where too few nodes measure it
+# The nodes' own figures get no re-test (each node measured them alone, at its own time): the chance that
+# noise names a healthy one is set lower than a re-tested judgement's.
+ONE_SHOT_RATE = 0.002
+PAIR_SIZES = {"cuda": 256 * 2**20, "cpu": 4 * 2**20}  # the message of each node pair's all-reduce
 DRAIN = Remediation(
     "Take the failed nodes out of the scheduler until they are fixed; gpudoctor tags the reason so a later "
     "clean run can resume exactly these.",
     ['scontrol update NodeName=<NODE> State=DRAIN Reason="gpudoctor: <CHECK>"'],
 )
+
+
+def fractions_of(settings: dict[str, Any]) -> compare.Fractions:
+    return compare.Fractions(settings["straggler_fraction"], settings["fail_fraction"])
 
 
 # --- pure judges -----------------------------------------------------------------------------------------
@@ -61,114 +65,68 @@ def judge_nodes(nodes: list[dict[str, Any]]) -> Result:
     return result
 
 
-def judge_stragglers(figures: dict[str, dict[str, float]], straggler_fraction: float, fail_fraction: float) -> Result:
-    """Per-node figures (figure -> node -> value, higher is better) against the cluster median of each: below
-    `straggler_fraction` of it a node straggles (warn), below `fail_fraction` it fails."""
-    worst_by_node: dict[str, tuple[float, str]] = {}
-    metrics = []
-    for figure, by_node in sorted(figures.items()):
-        if len(by_node) < 2:
-            continue
-        median = statistics.median(by_node.values())
-        metrics.append(Metric("figure_median", round(median, 3), labels={"figure": figure}))
-        for node, value in by_node.items():
-            ratio = value / median if median > 0 else 1.0
-            if ratio < worst_by_node.get(node, (1.0, ""))[0]:
-                worst_by_node[node] = (ratio, f"{figure} {value:.4g}, {ratio:.2f} x the median {median:.4g}")
+def judge_figure(
+    figure: str, values: dict[str, float], unit: str, fractions: compare.Fractions, allow: compare.Allowance
+) -> tuple[list[Row], compare.Reference]:
+    """One figure of every node against the median of the nodes' figures (higher is better)."""
+    reference = compare.median_reference(list(values.values()), "per-node figures")
     rows = []
-    for node, (ratio, text) in sorted(worst_by_node.items()):
-        if ratio < straggler_fraction:
-            rows.append(Row(Status.FAIL if ratio < fail_fraction else Status.WARN, text, node=node))
-    if not rows:
-        return Result(Status.PASS, f"no node below {straggler_fraction:g} x the median", metrics=metrics)
-    return from_rows(rows, "", metrics=metrics)
+    for node, value in sorted(values.items()):
+        status, ratio = compare.judge(value, reference, allow, fractions)
+        text = f"{figure} {value:.4g}{' ' + unit if unit else ''}, {ratio:.2f}x the median {reference.value:.4g}"
+        metric = compare.figure(figure.split(":")[-1], value, unit, reference, allow, {"figure": figure})
+        rows.append(Row(status, text, node=node, metrics=[metric]))
+    return rows, reference
 
 
-def ring_rounds(n: int) -> list[list[tuple[int, int]]]:
-    """The ring's edges (i, i+1 mod n) in rounds of disjoint pairs: 1 round for 2 nodes, 2 for an even ring,
-    3 for an odd one."""
-    if n < 3:
-        return [[(0, 1)]] if n == 2 else []
-    edges = [(i, (i + 1) % n) for i in range(n)]
-    if n % 2 == 0:
-        return [edges[0::2], edges[1::2]]
-    return [edges[0 : n - 1 : 2], edges[1 : n - 1 : 2], [edges[-1]]]
-
-
-def judge_links(
-    transfers: list[dict[str, Any]], names: list[str], straggler_fraction: float, fail_fraction: float
-) -> list[Result]:
-    """Directed transfers between ring neighbours: a node whose best send or best receive is below the
-    fraction of the median is slow itself; a transfer that is slow between two fine nodes is a slow link.
-    With two nodes the slow end cannot be told, so the link is named."""
-    median = statistics.median(t["gbps"] for t in transfers)
-    metrics = [
-        Metric("link_bandwidth", round(t["gbps"], 3), "GB/s", labels={"src": names[t["src"]], "dst": names[t["dst"]]})
-        for t in transfers
-    ]
-    wrong = [t for t in transfers if not t["verified"]]
-    if wrong:
-        text = ", ".join(f"{names[t['src']]} -> {names[t['dst']]}" for t in wrong)
-        return [Result(Status.FAIL, f"data arrived corrupted on {text}", metrics=metrics)]
-    node_figure = {}
-    for rank, name in enumerate(names):
-        sends = [t["gbps"] for t in transfers if t["src"] == rank]
-        receives = [t["gbps"] for t in transfers if t["dst"] == rank]
-        node_figure[name] = min(max(sends, default=median), max(receives, default=median))
-        metrics.append(Metric("node_link_bandwidth", round(node_figure[name], 3), "GB/s", labels={"node": name}))
-    slow_nodes = {n: v for n, v in node_figure.items() if v < straggler_fraction * median} if len(names) > 2 else {}
-    rows = [
-        Row(
-            Status.FAIL if value < fail_fraction * median else Status.WARN,
-            f"{value:.3g} GB/s at best, {value / median:.2f} x the median {median:.3g} GB/s",
-            node=name,
-        )
-        for name, value in sorted(slow_nodes.items())
-    ]
-    links = [
-        t
-        for t in transfers
-        if t["gbps"] < straggler_fraction * median and not {names[t["src"]], names[t["dst"]]} & set(slow_nodes)
-    ]
-    text = f"{len(transfers)} transfers between ring neighbours, median {median:.3g} GB/s"
-    results = [_stragglers_result(rows, text, metrics)]
-    if links:
-        results.append(_slow_links(links, names, median, fail_fraction))
-    return results
-
-
-def _stragglers_result(rows: list[Row], text: str, metrics: list[Metric]) -> Result:
-    if not rows:
-        return Result(Status.PASS, f"{text}; no slow node", metrics=metrics)
-    result = from_rows(
-        rows,
-        text,
-        Remediation(
-            "A node slow to every neighbour has a degraded NIC, cable, switch port or a rate limit of its own.",
-            ["ibstat", "ethtool <IFACE> | grep -i speed", "tc qdisc show"],
-        ),
-        metrics,
-    )
+def judge_stragglers(figures: dict[str, dict[str, float]], fractions: compare.Fractions) -> Result:
+    """Every figure the nodes judged themselves (figure -> node -> value), each against the median of the
+    nodes' with the noise allowance; a node's row is its worst figure. The spread is pooled over every figure
+    (each node's distance from its figure's median), so eight nodes with eight figures measure it from 64."""
+    judged = {figure: by_node for figure, by_node in figures.items() if len(by_node) >= 2}
+    if not judged:
+        return Result(Status.PASS, "no figure judged on two or more nodes to compare", aspect="stragglers")
+    tests = sum(len(by_node) for by_node in judged.values())
+    sigma, source = pooled_spread(judged)
+    worst_row: dict[str, Row] = {}
+    notes = []
+    for figure, by_node in sorted(judged.items()):
+        rows, reference = judge_figure(figure, by_node, "", fractions, _one_shot(sigma, tests, source))
+        notes.append(f"{figure}: median {reference.value:.4g}")
+        for row in rows:
+            kept = worst_row.get(row.node)
+            if kept is None or _ratio(row) < _ratio(kept):
+                worst_row[row.node] = row
+    rows = [worst_row[n] for n in sorted(worst_row)]
+    head = "; ".join(notes) + f"; {_one_shot(sigma, tests, source).describe()}"
+    result = from_rows(rows, f"no node below {fractions.straggler:g}x the median beyond noise ({head})")
+    if result.status != Status.PASS:
+        result.summary += f" ({head})"
     result.aspect = "stragglers"
     return result
 
 
-def _slow_links(links: list[dict[str, Any]], names: list[str], median: float, fail_fraction: float) -> Result:
-    status = Status.FAIL if any(t["gbps"] < fail_fraction * median for t in links) else Status.WARN
-    text = "; ".join(
-        f"{names[t['src']]} -> {names[t['dst']]} {t['gbps']:.3g} GB/s ({t['gbps'] / median:.2f} x the median)"
-        for t in links
-    )
-    note = " (with two nodes the slow end cannot be told)" if len(names) == 2 else ""
-    return Result(
-        status,
-        f"slow link {text}{note}",
-        aspect="links",
-        remediation=Remediation(
-            "A link slow between two otherwise fast nodes is a cable, a switch port or a route between them.",
-            ["ibdiagnet", "perfquery"],
-        ),
-    )
+def _one_shot(sigma: float, tests: int, source: str) -> compare.Allowance:
+    return compare.allowance(sigma, tests, source, ONE_SHOT_RATE)
+
+
+def pooled_spread(figures: dict[str, dict[str, float]]) -> tuple[float, str]:
+    """The log-spread of one figure across nodes, pooled over every figure: each node's distance from the
+    median of the other nodes' (from its own median it would look closer than it is). With fewer than three
+    nodes to a figure, or five values in all, a benchmark's usual spread from run to run instead."""
+    deviations = []
+    for by_node in figures.values():
+        logs = [math.log(v) for v in by_node.values() if v > 0]
+        deviations += [x - statistics.median(logs[:i] + logs[i + 1 :]) for i, x in enumerate(logs)]
+    if len(deviations) < compare.MIN_ACROSS or len(max(figures.values(), key=len)) < 3:
+        return PRIOR_SIGMA, f"a benchmark's usual spread ({PRIOR_SIGMA:g})"
+    sigma = compare.robust_spread(deviations)
+    return max(sigma, PRIOR_SIGMA / 2), f"across {len(deviations)} per-node figures (each against the others')"
+
+
+def _ratio(row: Row) -> float:
+    metric = row.metrics[0]
+    return metric.value / metric.expected if metric.expected else 1.0
 
 
 def judge_skew(software: dict[str, dict[str, Any]]) -> Result:
@@ -198,6 +156,7 @@ def judge_skew(software: dict[str, dict[str, Any]]) -> Result:
 
 
 # --- checks ----------------------------------------------------------------------------------------------
+# --- checks ----------------------------------------------------------------------------------------------
 @check(
     "cluster.nodes",
     "Every node's own checks",
@@ -205,7 +164,7 @@ def judge_skew(software: dict[str, dict[str, Any]]) -> Result:
     settings={**FRACTIONS, "join_timeout": 120.0, "report_timeout": 0.0},
 )
 def nodes(ctx: CheckContext) -> list[Result] | Result:
-    """Rank 0: each node's verdict (lost ones included), then nodes whose own figures straggle."""
+    """Rank 0: each node's verdict (lost ones included), then nodes whose own judged figures straggle."""
     if not ctx.cluster.leader:
         return Result(Status.SKIP, f"judged by rank 0 ({ctx.cluster.leader_name})")
     reports = ctx.cluster.node_summaries()
@@ -213,9 +172,7 @@ def nodes(ctx: CheckContext) -> list[Result] | Result:
     for node in reports:
         for figure, value in node.get("figures", {}).items():
             figures.setdefault(figure, {})[node["name"]] = value
-    stragglers = judge_stragglers(figures, ctx.settings["straggler_fraction"], ctx.settings["fail_fraction"])
-    stragglers.aspect = "stragglers"
-    return [judge_nodes(reports), stragglers]
+    return [judge_nodes(reports), judge_stragglers(figures, fractions_of(ctx.settings))]
 
 
 @check("cluster.skew", "Same software on every node", needs=("cluster",))
@@ -224,85 +181,6 @@ def skew(ctx: CheckContext) -> Result:
     if not ctx.cluster.leader:
         return Result(Status.SKIP, f"judged by rank 0 ({ctx.cluster.leader_name})")
     return judge_skew({n["name"]: n["software"] for n in ctx.cluster.node_summaries() if n.get("software")})
-
-
-def measure_links(ctx: RankContext) -> dict[str, Any]:
-    """One rank per node: for each round, this rank's pair exchanges the buffer both ways (sender timed up
-    to the receiver's one-element acknowledgement; every delivery verified on the receiving side)."""
-    import torch
-    import torch.distributed as dist
-
-    numel = ctx.params["bytes"] // 4
-    buffer = torch.empty(numel, device=ctx.device)
-    ack = torch.zeros(1, device=ctx.device)
-    sent, wrong = [], 0
-    for number, pairs in enumerate(ring_rounds(ctx.world_size)):
-        ctx.phase(f"links round {number}")
-        dist.barrier()
-        for a, b in pairs:
-            for src, dst in ((a, b), (b, a)):
-                if ctx.rank == src:
-                    sent.append({"src": src, "dst": dst, "gbps": _send(ctx, buffer, ack, dst)})
-                elif ctx.rank == dst:
-                    wrong += _receive(ctx, buffer, ack, src)
-    dist.barrier()  # nobody leaves (and loads the machine tearing down) while another pair still measures
-    return {"rank": ctx.rank, "sent": sent, "wrong": wrong}
-
-
-def _send(ctx: RankContext, buffer: Any, ack: Any, dst: int) -> float:
-    import torch.distributed as dist
-
-    from gpudoctor.api import measure
-
-    buffer.fill_(ctx.rank + 1)
-
-    def exchange() -> None:
-        dist.send(buffer, dst)
-        dist.recv(ack, dst)
-
-    times = measure.time_repeats(exchange, ctx.device, ctx.params["warmup"], ctx.params["iters"])
-    return buffer.numel() * 4 / measure.summary(times)["median_s"] / 1e9
-
-
-def _receive(ctx: RankContext, buffer: Any, ack: Any, src: int) -> int:
-    """Counts deliveries that are not the sender's values (the buffer is cleared before each one)."""
-    import torch.distributed as dist
-
-    from gpudoctor.api import measure
-
-    wrong = [0]
-
-    def exchange() -> None:
-        dist.recv(buffer, src)
-        dist.send(ack, src)
-
-    def verify() -> None:
-        wrong[0] += int((buffer != src + 1).any())
-
-    measure.time_repeats(
-        exchange, ctx.device, ctx.params["warmup"], ctx.params["iters"], prepare=buffer.zero_, check=verify
-    )
-    return wrong[0]
-
-
-@check(
-    "cluster.links",
-    "Links between nodes",
-    level="standard",
-    needs=("cluster", "live", "torch"),
-    timeout_s=300,
-    settings={**FRACTIONS, "bytes": 0, "warmup": 2, "iters": 10},
-)
-def links(ctx: CheckContext) -> list[Result] | Result:
-    """Every node against its ring neighbours, both directions; slow nodes and slow links named."""
-    params = {**ctx.work("bytes"), "bytes": ctx.settings["bytes"] or LINK_BYTES[ctx.device]}
-    outcome = ctx.run_across("gpudoctor.checks.cluster:measure_links", params, local_ranks=1)
-    if isinstance(outcome, Result):
-        return outcome
-    names = [m.name for m in outcome.members]
-    wrong = {r.data["rank"]: r.data["wrong"] for r in outcome.ranks}
-    transfers = [{**t, "verified": not wrong[t["dst"]]} for r in outcome.ranks for t in r.data["sent"]]
-    return judge_links(transfers, names, ctx.settings["straggler_fraction"], ctx.settings["fail_fraction"])
 
 
 def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation | None:
@@ -321,26 +199,153 @@ def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation |
     return expect.Expectation(gbits / 8 * 0.8, f"{name}: {count} active InfiniBand ports, {gbits:g} Gb/s x 0.8")
 
 
+def across_worker(ctx: RankContext) -> dict[str, Any]:
+    """Every rank of every node: the all-reduce sweep over the whole world (not in a re-test), then the
+    all-reduce within pairs of nodes, every GPU of both, round after round (see pair_allreduce)."""
+    rows = allreduce.worker(ctx)["rows"] if not ctx.params["rounds"] else []
+    return {"rank": ctx.rank, "rows": rows, **pair_allreduce(ctx)}
+
+
+def pair_allreduce(ctx: RankContext) -> dict[str, Any]:
+    """The nodes in pairs (their nearest ring neighbours, or rank 0's re-test pairs), each pair's ranks in a
+    group of their own, each group's all-reduce timed in two passes and verified; the first rank of each node
+    records its pair's busbw (its slowest rank's time) as a transfer both ways."""
+    import torch.distributed as dist
+
+    spans = {int(node): span for node, span in ctx.params["spans"].items()}
+    me = next(node for node, (first, size) in spans.items() if first <= ctx.rank < first + size)
+    present = sorted(spans, key=lambda n: spans[n][0])
+    if ctx.params["rounds"]:
+        rounds = [[(a, b) for a, b in r if a in spans and b in spans] for r in ctx.params["rounds"]]
+    else:
+        rounds = links.pairs.neighbour_rounds(present) if len(present) > 2 else []
+    members = [[[*_ranks(spans[a]), *_ranks(spans[b])] for a, b in r] for r in rounds]
+    groups = [dist.new_subgroups_by_enumeration(m)[0] if m else None for m in members]
+    found: dict[tuple[int, int], list[float]] = {}
+    wrong: dict[int, int] = {}
+    for number in range(links.PASSES):
+        for index, (round_pairs, group) in enumerate(zip(rounds, groups, strict=True)):
+            ctx.phase(f"pairs pass {number} round {index}")
+            dist.barrier()
+            pair = next(((a, b) for a, b in round_pairs if me in (a, b)), None)
+            if pair is not None and group is not None:
+                _pair_pass(ctx, group, pair, me, spans, found, wrong)
+    dist.barrier()
+    size = ctx.params["pair_bytes"]
+    return {
+        "node": me,
+        "sent": [{"src": s, "dst": d, "bytes": size, "passes": v, "gbps": max(v)} for (s, d), v in found.items()],
+        "wrong": wrong,
+        "sizes": {f"{min(a, b)}-{max(a, b)}": size for r in rounds for a, b in r},
+    }
+
+
+def _ranks(span: list[int]) -> list[int]:
+    return list(range(span[0], span[0] + span[1]))
+
+
+def _pair_pass(
+    ctx: RankContext,
+    group: Any,
+    pair: tuple[int, int],
+    me: int,
+    spans: dict[int, list[int]],
+    found: dict[tuple[int, int], list[float]],
+    wrong: dict[int, int],
+) -> None:
+    """One pair's all-reduce: timed, verified, the slowest rank's median time as the pair's."""
+    import torch
+    import torch.distributed as dist
+
+    from gpudoctor.api import measure
+
+    ranks = [*_ranks(spans[pair[0]]), *_ranks(spans[pair[1]])]
+    numel = ctx.params["pair_bytes"] // 4
+    base = allreduce.pattern(numel, 0, ctx.device)
+    total = sum(allreduce.rank_factor(r) for r in ranks)
+    buffer = torch.empty_like(base)
+    bad = torch.zeros((), dtype=torch.int64, device=ctx.device)
+
+    def refill() -> None:
+        torch.mul(base, allreduce.rank_factor(ctx.rank), out=buffer)
+
+    def verify() -> None:
+        bad.add_((buffer.div_(total) != base).sum())
+
+    times = measure.time_repeats(
+        lambda: dist.all_reduce(buffer, group=group),
+        ctx.device,
+        ctx.params["warmup"],
+        ctx.params["pair_iters"],
+        prepare=refill,
+        check=verify,
+    )
+    slowest = torch.tensor([measure.summary(times)["median_s"], float(bad)], device=ctx.device, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+    if ctx.rank == spans[me][0]:
+        other = pair[1] if me == pair[0] else pair[0]
+        busbw = numel * 4 / float(slowest[0]) / 1e9 * allreduce.bus_factor(len(ranks))
+        found.setdefault((me, other), []).append(busbw)
+        if slowest[1]:
+            wrong[other] = wrong.get(other, 0) + int(slowest[1])
+
+
 @check(
     "cluster.allreduce",
     "All-reduce across every node",
     level="standard",
     needs=("cluster", "live", "torch"),
     timeout_s=300,
-    settings={"floor": 0.75, "baseline_tolerance": 0.9, "cpu_ranks": 1, "warmup": 3, "iters": 10},
+    settings={
+        **FRACTIONS,
+        "floor": 0.75,
+        "baseline_tolerance": 0.9,
+        "cpu_ranks": 1,
+        "warmup": 3,
+        "iters": 10,
+        "pair_bytes": 0,
+    },
 )
-def allreduce_across(ctx: CheckContext) -> Result:
-    """Every GPU of every node in one all-reduce sweep, verified; busbw against the slowest node's network."""
+def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
+    """Every GPU of every node in one all-reduce sweep, verified, its busbw against the slowest node's
+    network; then each node's own share: the nodes in pairs (every GPU of both), each pair's all-reduce,
+    suspects re-tested against a good node, as cluster.links does with one rank per node."""
     sizes = allreduce.GPU_SIZES if ctx.device == "cuda" else allreduce.CPU_SIZES
-    outcome = ctx.run_across("gpudoctor.checks.allreduce:worker", {**ctx.work(), "sizes": sizes, "out_of_place": False})
-    if isinstance(outcome, Result):
-        return outcome
-    world = len(outcome.ranks)
-    rows = allreduce.combine([r.data for r in outcome.ranks], world)
+    work = ctx.work()
+    params = {
+        **work,
+        "sizes": sizes,
+        "out_of_place": False,
+        "rounds": None,
+        "pair_sizes": None,
+        "pair_bytes": ctx.settings["pair_bytes"] or PAIR_SIZES[ctx.device],
+        "pair_iters": max(1, work["iters"] // links.PASSES),
+    }
+    first = ctx.run_across(f"{__name__}:across_worker", params, timeout_s=ctx.timeout_s * links.FIRST_SHARE)
+    if isinstance(first, Result):
+        return first
+    world = len(first.ranks)
+    rows = allreduce.combine([r.data for r in first.ranks], world)
     expected = expect.pick(ctx.baseline("busbw"), network_expectation(ctx.cluster.node_summaries()))
-    result = allreduce.judge(rows, world, ctx.device, expected, ctx.settings["floor"], {})
-    result.summary = f"{len(outcome.members)} nodes, {result.summary}"
-    return result
+    sweep = allreduce.judge(rows, world, ctx.device, expected, ctx.settings["floor"], {})
+    sweep.summary = f"{len(first.members)} nodes, {sweep.summary}"
+    if len(first.members) < 3:
+        note = "two nodes: the whole sweep is their pair, and which node is slow cannot be told"
+        return [sweep, Result(Status.SKIP, note, aspect="per-node")]
+    named = links.confirmed_pairs(
+        ctx,
+        first,
+        f"{__name__}:across_worker",
+        params,
+        None,
+        (None, 0.0),
+        "all-reduces between pairs of nodes (every GPU of both)",
+        ("node_pair_busbw", "pair_busbw"),
+    )
+    named_results = named if isinstance(named, list) else [named]
+    for result in named_results:
+        result.aspect = f"per-node-{result.aspect}" if result.aspect else "per-node"
+    return [sweep, *named_results]
 
 
 @check(
@@ -349,13 +354,63 @@ def allreduce_across(ctx: CheckContext) -> Result:
     level="standard",
     needs=("cluster", "live", "torch"),
     timeout_s=600,
-    settings={**{k: v for k, v in ddp.SETTINGS.items() if k != "scaling"}, "cpu_ranks": 1},
+    settings={**{k: v for k, v in ddp.SETTINGS.items() if k != "scaling"}, **FRACTIONS, "cpu_ranks": 1},
 )
 def ddp_across(ctx: CheckContext) -> list[Result] | Result:
-    """The reference DDP run on every GPU of every node: loss falls, replicas identical, gradient right."""
+    """The reference DDP run on every GPU of every node: loss falls, replicas identical, gradient right,
+    throughput against the GPU's reference; then each node's own compute speed (steps without gradient
+    synchronisation, every node at once) against the other nodes'."""
     capabilities = [tuple(g["compute_capability"]) for g in ctx.gpus if g.get("compute_capability")]
-    p = ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor)
+    p = {**ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor), "local_steps": LOCAL_STEPS}
     outcome = ctx.run_across("gpudoctor.checks.ddp:worker", p)
     if isinstance(outcome, Result):
         return outcome
-    return ddp.judge([r.data for r in outcome.ranks], None, p, ctx.device, None, ctx.settings)
+    ranks = [r.data for r in outcome.ranks]
+    expected = expect.pick(
+        ctx.baseline("images_per_s_per_gpu"),
+        ddp.reference_figure(ctx.gpus, p, len(ranks)) if ctx.device == "cuda" else None,
+    )
+    results = ddp.judge(ranks, None, p, ctx.device, expected, ctx.settings)
+    if any(r.get("oom") for r in ranks):
+        return results
+    return [*results, judge_compute(outcome, p["batch_size"], fractions_of(ctx.settings))]
+
+
+LOCAL_STEPS = 6
+
+
+def judge_compute(outcome: Any, batch: int, fractions: compare.Fractions) -> Result:
+    """Each node's images per second per GPU in the steps without synchronisation (its slowest GPU's),
+    against the median of the nodes'; the allowance from the two halves of those steps."""
+    by_node: dict[str, list[list[float]]] = {}
+    for report in outcome.ranks:
+        member = outcome.node_of(report.rank)
+        by_node.setdefault(member.name, []).append(report.data["local_step_s"])
+    values, halves = {}, {}
+    for node, steps in by_node.items():
+        slowest = max(steps, key=statistics.median)
+        half = len(slowest) // 2
+        values[node] = batch / statistics.median(slowest)
+        halves[node] = (batch / statistics.median(slowest[:half]), batch / statistics.median(slowest[half:]))
+    if len(values) < 2:
+        return Result(Status.SKIP, "one node: nothing to compare its compute with", aspect="per-node")
+    sigma = compare.sigma_between(list(halves.values()))
+    allow = compare.allowance(sigma, len(values), f"between the two halves of {len(halves)} nodes' steps")
+    rows, reference = judge_figure("images_per_s_per_gpu", values, "img/s", fractions, allow)
+    head = (
+        f"{len(values)} nodes' compute without synchronisation; median {reference.value:.4g} img/s per GPU; "
+        f"{allow.describe()}"
+    )
+    result = from_rows(
+        rows,
+        head,
+        Remediation(
+            "A node that computes slower than its peers holds every synchronous step back: a throttled, "
+            "degraded or differently configured GPU (or CPU).",
+            ["gpudoctor check --level standard --only compute health", "nvidia-smi -q -d PERFORMANCE"],
+        ),
+    )
+    if result.status != Status.PASS:
+        result.summary += f" ({head})"
+    result.aspect = "per-node"
+    return result

@@ -228,6 +228,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
             optimizer.step()
         losses[step] = loss.detach().float()
         marks.append((started, measure.mark(ctx.device)))
+    local = local_steps(ctx, ddp, p, pool) if p.get("local_steps") else []
     ctx.phase("gather results")
     if ctx.fault_here("params", "corrupt"):
         with torch.no_grad():
@@ -245,7 +246,25 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "peak_mib": _peak_mib(ctx.device),
         "batch_size": p["batch_size"],
         "loss_scale": scaler.get_scale() if scaler else None,
+        "local_step_s": local,
     }
+
+
+def local_steps(ctx: RankContext, ddp: Any, p: dict[str, Any], pool: list[tuple[Any, Any]]) -> list[float]:
+    """Seconds per forward and backward pass with DDP's gradient synchronisation off (`no_sync`): this
+    rank's own compute speed, which lockstep training hides behind the slowest rank. Nothing is stepped."""
+    from gpudoctor.api import measure
+
+    marks = []
+    with ddp.no_sync():
+        for step in range(p["local_steps"]):
+            ctx.phase(f"local step {step}")
+            images, labels = pool[step % len(pool)]
+            started = measure.mark(ctx.device)
+            loss_of(ddp, images, labels, p, ctx.device).backward()
+            marks.append((started, measure.mark(ctx.device)))
+    ddp.zero_grad(set_to_none=True)
+    return measure.seconds_between(marks, ctx.device)
 
 
 def _peak_mib(device: Any) -> float:

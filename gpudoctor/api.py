@@ -15,13 +15,14 @@
 - Run workloads: `ctx.run_isolated(target, payload)` (one process session) and `ctx.launch(worker, params)`
   (one rank per GPU through torch.distributed; the worker gets a `RankContext`). Each returns the data, or
   the `Result` that says how it hung or failed; both run under the check's timeout and leave no process.
+- Judge a figure against a reference with the noise allowance measured in the same run: `compare`.
 - Return `Result`s (or `from_rows` of per-GPU `gpu_row`s); the engine stamps the check id and title.
   Checks never print.
 """
 
 from __future__ import annotations
 
-from gpudoctor import expect, measure
+from gpudoctor import compare, expect, measure
 from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, same_pci
 from gpudoctor.facts.nvml import usable
@@ -44,6 +45,7 @@ __all__ = [
     "Row",
     "Status",
     "check",
+    "compare",
     "cuda_table",
     "cuda_version_text",
     "expect",

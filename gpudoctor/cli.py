@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from gpudoctor import __version__, probe
+from gpudoctor.cluster.node import VERDICT_CHECK
 from gpudoctor.probe import UsageError
-
-if TYPE_CHECKING:
-    pass
 
 FORMATS = ("console", "json", "nagios", "npd")
 LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: four times the work (default: quick)"
@@ -202,9 +199,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     args.format = _format(args)
     args.report = _report_stream()
     plan = probe.plan(args, cluster_mode=True)
-    if plan.cluster is not None:
-        return _run_cluster(args, plan)
-    return _run_and_report(args, plan)
+    report = probe.perform(plan, show_progress=args.format == "console" and plan.cluster is None)
+    if plan.cluster is not None and not plan.cluster.leader:
+        return _report_own_part(args, plan, report)
+    return _show(args, report)
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -232,8 +230,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     args.strict, args.json, args.output, args.verbose = None, False, None, False
     probe.require_writable(args.file)
     plan = probe.plan(args)
-    run = probe.execute(plan, show_progress=True)
-    saved = baseline.from_results(run.results, plan.facts)
+    saved = baseline.from_results(probe.perform(plan, show_progress=True).results, plan.facts)
     if not saved["figures"]:
         raise UsageError("no workload produced a figure to save; run on the node with its GPUs")
     _write(Path(args.file), baseline.dumps(saved))
@@ -241,88 +238,32 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_and_report(args: argparse.Namespace, plan: probe.Plan) -> int:
-    from gpudoctor.report import document as doc
-
-    started_at, started = probe.now(), time.monotonic()
-    run = probe.execute(plan, show_progress=args.format == "console")
-    code = doc.exit_code(run.results, plan.strict, run.interrupted)
-    document = doc.build(run.results, probe.meta(plan, started_at, started), code, run.interrupted)
-    return _show(args, document, run.results, cluster_report=False)
-
-
-# How long rank 0 waits for every node's own report (nodes that stop beating are not waited for).
-REPORT_WAIT_S = {"quick": 120.0, "standard": 1800.0, "full": 3600.0}
-
-
-def _run_cluster(args: argparse.Namespace, plan: probe.Plan) -> int:
-    """One node of a cluster run: its own checks, its report to rank 0, its part in the cross-node checks;
-    rank 0 then writes the cluster report. Every other node exits by its own verdict."""
-    from gpudoctor import cluster
-    from gpudoctor.report import document as doc
-
-    env, settings = plan.cluster, plan.cluster_settings
-    local = [s for s in plan.specs if "cluster" not in s.needs]
-    across = [s for s in plan.specs if "cluster" in s.needs]
-    started_at, started = probe.now(), time.monotonic()
-    try:
-        session = cluster.Session(env, settings["join_timeout"])
-    except cluster.STORE_ERRORS as exc:
-        raise UsageError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
-    session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
-    try:
-        run = probe.execute(plan, show_progress=False, specs=local, on_start=session.mark)
-        own = doc.build(run.results, probe.meta(plan, started_at, started), 0, run.interrupted)
-        own["exit_code"] = doc.exit_code(run.results, plan.strict, run.interrupted)
-        session.share(cluster.node_report(env, own, plan.facts, [s.id for s in across]))
-        context = cluster.ClusterContext(session)
-        if env.leader:
-            wait = settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
-            context.nodes = session.roster(settings["join_timeout"], wait)
-        joint = probe.execute(plan, show_progress=False, specs=across, cluster=context, on_start=session.mark)
-    finally:
-        session.close()
-    if not env.leader:
-        return _report_own_part(args, plan, run.results + joint.results, started_at, started)
-    interrupted = run.interrupted or joint.interrupted
-    document = doc.build_cluster(
-        joint.results,
-        context.node_summaries(),
-        probe.meta(plan, started_at, started),
-        plan.strict,
-        interrupted,
-        env.launcher,
-    )
-    return _show(args, document, joint.results, cluster_report=True)
-
-
-def _report_own_part(
-    args: argparse.Namespace, plan: probe.Plan, results: list[Any], started_at: str, started: float
-) -> int:
-    """A node other than rank 0: a line on stderr (srun merges every node's output), its own document only to
-    an -o path that names the node ({node})."""
-    from gpudoctor.report import document as doc
-
-    code = doc.exit_code(results, plan.strict, False)
-    document = doc.build(results, probe.meta(plan, started_at, started), code, False)
+def _report_own_part(args: argparse.Namespace, plan: probe.Plan, report: probe.Report) -> int:
+    """A node other than rank 0: one line on stderr (srun merges every node's output), saying its own verdict
+    and rank 0's about it; its own document only to an -o path that names the node ({node})."""
     env = plan.cluster
+    assert env is not None
+    verdict = next(r for r in report.results if r.check_id == VERDICT_CHECK)
     print(
-        f"gpudoctor: {env.node} (rank {env.rank} of {env.world_size}): {document['status']}, exit {code}; "
-        "rank 0 writes the cluster report",
+        f"gpudoctor: {env.node} (rank {env.rank} of {env.world_size}): {report.document['status']}, "
+        f"exit {report.exit_code}; {verdict.summary}",
         file=sys.stderr,
     )
     if args.output and getattr(args, "node_output", False):
-        _write(Path(args.output), doc.dumps(document))
-    return code
+        from gpudoctor.report import document as doc
+
+        _write(Path(args.output), doc.dumps(report.document))
+    return report.exit_code
 
 
-def _show(args: argparse.Namespace, document: dict[str, Any], results: list[Any], cluster_report: bool) -> int:
+def _show(args: argparse.Namespace, report: probe.Report) -> int:
     """The report on stdout in the asked-for format, the report files; the format's exit code."""
     from rich.console import Console
 
     from gpudoctor.report import document as doc
     from gpudoctor.report import monitoring
 
+    document, results = report.document, report.results
     out, code = args.report, document["exit_code"]
     if args.format == "json":
         out.write(doc.dumps(document))
@@ -332,7 +273,7 @@ def _show(args: argparse.Namespace, document: dict[str, Any], results: list[Any]
     else:
         from gpudoctor.report.console import render, render_cluster
 
-        (render_cluster if cluster_report else render)(Console(file=out), document, results, args.verbose)
+        (render_cluster if "cluster" in document else render)(Console(file=out), document, results, args.verbose)
     out.flush()
     if args.output:
         _write(Path(args.output), doc.dumps(document))

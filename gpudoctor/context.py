@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.cluster import ClusterContext, WorkloadOutcome
+from gpudoctor.cluster.context import ClusterContext
+from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.expect import Expectation
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import usable
@@ -164,15 +165,25 @@ class CheckContext:
         )
 
     def run_across(
-        self, worker: str, params: dict[str, Any], local_ranks: int | None = None
+        self,
+        worker: str,
+        params: dict[str, Any],
+        local_ranks: int | None = None,
+        plan_params: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> WorkloadOutcome | Result:
         """Cluster mode: `worker(rank_ctx)` on every node at once, this node's share being one rank per GPU
         (or `cpu_ranks`, or `local_ranks`). Rank 0 gets every rank's data with the nodes they ran on, or the
-        result naming the node that failed; another node gets the result of its own share."""
+        result naming the node that failed; another node gets the result of its own share. Each call on rank
+        0 is one attempt (a re-test is a second call, over the nodes of the first); `plan_params` are rank
+        0's additions to every node's parameters (the pairs to re-test, say), and every worker also gets
+        `spans`: each node's cluster rank -> [its first rank in the workload, its rank count]. `timeout_s`
+        limits this attempt (the check's own limit by default)."""
         assert self.cluster is not None, "run_across needs cluster mode (declare needs=('cluster',))"
         backend = "nccl" if self.device == "cuda" else "gloo"
         local = local_ranks or self.world_size
-        return self.cluster.run(self.spec.id, worker, params, local, backend, self.timeout_s)
+        limit = timeout_s or self.timeout_s
+        return self.cluster.run(self.spec.id, worker, params, local, backend, limit, plan_params)
 
     def run_isolated(self, target: str, payload: dict[str, Any], timeout_s: float | None = None) -> Any | Result:
         """`target(payload)` in its own process session, killed with all it started at this check's timeout:

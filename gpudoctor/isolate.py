@@ -1,13 +1,17 @@
 """Run a function in a child process in its own session, with a timeout and a whole-tree kill.
 
 A hang, crash or OOM in a workload becomes an `Outcome`, never a dead tool, and every process the
-workload started (grandchildren, and those that started sessions of their own) is gone afterwards.
+workload started (grandchildren, and those that started sessions of their own) is gone afterwards, also
+when gpudoctor itself is killed (SIGKILL included, when no handler runs): the child holds the read end of a
+pipe whose write end only gpudoctor holds, and when the kernel closes it the child kills everything below
+it, itself last. The child is a subreaper, so a grandchild whose parent died is still found below it.
 Workload code reports what it is doing through `progress()`, so a timeout can say where it hung.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import importlib.util
 import json
@@ -17,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -30,6 +35,9 @@ from gpudoctor.files import write_json_atomic
 from gpudoctor.model import Status
 
 WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
+LIFELINE_ENV = "GPUDOCTOR_LIFELINE"  # the child's end of the pipe that closes when gpudoctor dies
+PARENT_ENV = "GPUDOCTOR_PARENT_PID"
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # linux/prctl.h
 KILL_GRACE_S = 2.0
 REFRESH_S = 0.5  # how often the tree is walked for new descendants; cheap enough for a 2-core box
 
@@ -62,22 +70,28 @@ def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, 
     (workdir / "progress").mkdir()
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps({"target": target, "payload": payload}))
-    child_env = {**os.environ, **(env or {}), WORKDIR_ENV: str(workdir)}
+    lifeline, held = os.pipe()
+    child_env = {**os.environ, **(env or {}), WORKDIR_ENV: str(workdir), LIFELINE_ENV: str(lifeline)}
     started = time.monotonic()
     with open(workdir / "stderr", "wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpudoctor.isolate", str(spec_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=stderr,
-            stderr=stderr,
-            env=child_env,
-            start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gpudoctor.isolate", str(spec_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                env=child_env,
+                start_new_session=True,
+                pass_fds=(lifeline,),
+            )
+        finally:
+            os.close(lifeline)
         tree = ProcessTree(proc.pid)
         try:
             timed_out = tree.wait(proc, timeout_s)
         finally:
             tree.kill()
+            os.close(held)
     elapsed = time.monotonic() - started
     return _outcome(proc.returncode, timed_out, elapsed, workdir, timeout_s)
 
@@ -198,7 +212,41 @@ def record_call(call: Callable[[], Any], result_path: Path) -> int:
     return 0
 
 
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl(2); elsewhere nothing (the lifeline still works)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def die_with_parent() -> None:
+    """A process started by a gpudoctor child (a rank): killed by the kernel when its parent dies, and gone
+    at once if the parent died before this ran."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.environ.get(PARENT_ENV, str(os.getppid())) != str(os.getppid()):
+        os._exit(1)
+
+
+def hold_lifeline() -> None:
+    """In the isolated child: become the subreaper of everything below, and kill all of it (then itself)
+    once gpudoctor's end of the lifeline closes."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    fd = int(os.environ.pop(LIFELINE_ENV, "-1"))
+    if fd < 0:
+        return
+
+    def watch() -> None:
+        while os.read(fd, 1):
+            pass
+        for proc in psutil.Process().children(recursive=True):
+            _signal(proc, signal.SIGKILL)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="gpudoctor-lifeline", daemon=True).start()
+
+
 def _child_main(spec_path: str) -> int:
+    hold_lifeline()
+    os.environ[PARENT_ENV] = str(os.getpid())
     spec = json.loads(Path(spec_path).read_text())
     return record_call(lambda: load_target(spec["target"])(spec["payload"]), Path(spec_path).with_name("result.json"))
 

@@ -23,6 +23,7 @@ from typing import Any
 from gpudoctor.isolate import (
     WORKDIR_ENV,
     Outcome,
+    die_with_parent,
     load_target,
     progress,
     read_progress,
@@ -80,6 +81,7 @@ class RankContext:
     device: Any
     params: dict[str, Any]
     fault: Fault | None = None
+    deadline: float = 0.0  # wall-clock time the whole launch must end by
     _seq: int = 0
 
     def phase(self, name: str) -> None:
@@ -427,7 +429,7 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankCont
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault)
+    ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault, deadline)
     ctx.phase("rendezvous")
     if backend == "nccl":
         index = local_rank % torch.cuda.device_count()  # several ranks may share a GPU (NCCL >= 2.30)
@@ -439,6 +441,7 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankCont
 
 
 def _rank_main(spec_path: str) -> int:
+    die_with_parent()
     spec = json.loads(Path(spec_path).read_text())
     rank = int(os.environ["RANK"])
     progress(f"rank{rank}", "0|startup")

@@ -74,9 +74,13 @@ class Row:
     name: str | None = None
     node: str | None = None  # the node a row is about, in cluster mode
     metrics: list[Metric] = field(default_factory=list)  # this GPU's (or node's) own figures
+    peer: str | None = None  # with `node`: the row is about the link from `node` to `peer`, not the node
+    confirmed: bool | None = None  # a suspicion re-tested: True it held, False it did not (never drained)
 
     @property
     def where(self) -> str:
+        if self.node and self.peer:
+            return f"{self.node} -> {self.peer}"
         return self.node or gpu_label({"index": self.index, "name": self.name})
 
     @property

@@ -9,55 +9,32 @@ module), and every format it writes.
         ...
     print(probe.render(report, "nagios"))                 # console, json, nagios, npd, junit, prometheus
 
+    report = probe.run(level="standard", cluster=True)    # this node's part of a cluster run (torchrun, srun)
+
 Bad input raises `probe.UsageError` with a one-line message.
 """
 
 from __future__ import annotations
 
 import io
-import os
-import signal
-import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+from gpudoctor.execution import Plan, Report
 
-    from gpudoctor.cluster import ClusterContext, ClusterEnv
-    from gpudoctor.config import Config
-    from gpudoctor.context import Options
-    from gpudoctor.model import Result
-    from gpudoctor.registry import CheckSpec
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 class UsageError(Exception):
     """Bad input: printed as one line, exit code 2, no traceback."""
 
 
-@dataclass
-class Plan:
-    """A run, fully checked before any check runs: what to run, on which facts, judged how."""
-
-    options: Options
-    specs: list[CheckSpec]  # in running order
-    config: Config
-    facts: dict[str, Any]
-    source: str  # "live", or "snapshot:PATH"
-    strict: bool
-    broken: list[tuple[str, str]]  # plugins that failed to load
-    cluster: ClusterEnv | None = None  # cluster mode: where this node stands
-    cluster_settings: dict[str, Any] = field(default_factory=dict)  # cluster.nodes' settings: waits, fractions
-
-
 def plan(args: Any, cluster_mode: bool = False) -> Plan:
     """Everything that can be wrong with the input is found here, before any check runs."""
-    from gpudoctor import cluster
     from gpudoctor import config as config_mod
+    from gpudoctor.cluster.env import ClusterEnvError, detect
     from gpudoctor.context import Options
     from gpudoctor.launch import Fault, FaultSpecError
     from gpudoctor.runner import SelectionError, select, sources_for
@@ -67,8 +44,8 @@ def plan(args: Any, cluster_mode: bool = False) -> Plan:
         discovery = discover(args.checks_dir + cfg.top.get("checks_dir", []))
         config_mod.validate_checks(cfg, discovery.specs)
         Fault.from_env()  # the test hook is read by the ranks; a malformed value is a usage error here
-        env = cluster.detect() if cluster_mode and not args.from_file else None
-    except (config_mod.ConfigError, FaultSpecError, cluster.ClusterEnvError) as exc:
+        env = detect() if cluster_mode and not args.from_file else None
+    except (config_mod.ConfigError, FaultSpecError, ClusterEnvError) as exc:
         raise UsageError(str(exc)) from None
     top = cfg.top
     options = Options(
@@ -133,80 +110,10 @@ def gather_facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, An
     return snapshot.gather(sources), "live"
 
 
-def execute(
-    plan: Plan,
-    show_progress: bool,
-    specs: list[CheckSpec] | None = None,
-    cluster: ClusterContext | None = None,
-    on_start: Callable[[str], None] | None = None,
-) -> Any:
-    from rich.console import Console
-
-    from gpudoctor.report.console import LiveProgress
-    from gpudoctor.runner import broken_plugin_results, run_checks
-
-    specs = plan.specs if specs is None else specs
-    progress = LiveProgress(Console(stderr=True), len(specs))
-
-    def hook(event: str, check_id: str, title: str) -> None:
-        if on_start and event == "start":
-            on_start(check_id)
-        if show_progress:
-            progress(event, check_id, title)
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        with progress.context() if show_progress else nullcontext():
-            run = run_checks(specs, plan.facts, plan.options, plan.config.settings, hook, cluster)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if cluster is None or cluster.leader:
-        run.results = broken_plugin_results(plan.broken) + run.results
-    return run
-
-
-def meta(plan: Plan, started_at: str, started: float) -> dict[str, Any]:
-    return {
-        "host": host(plan.facts),
-        "started_at": started_at,
-        "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
-        "level": plan.options.level,
-        "source": plan.source,
-    }
-
-
-def host(facts: dict[str, Any]) -> str:
-    """The node the facts are from: an nvidia-smi capture names only its file."""
-    capture = facts.get("capture")
-    if capture:
-        return f"{capture['file']} (nvidia-smi capture)"
-    return facts["system"].get("hostname") or os.uname().nodename
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def require_writable(output: str | None) -> None:
     """A report path whose folder is missing is found before the checks run, not after."""
     if output and not Path(output).resolve().parent.is_dir():
         raise UsageError(f"cannot write {output}: folder {Path(output).resolve().parent} does not exist")
-
-
-def raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@dataclass
-class Report:
-    """One run: its results and the JSON report document built from them."""
-
-    results: list[Result]
-    document: dict[str, Any]
-
-    @property
-    def exit_code(self) -> int:
-        return int(self.document["exit_code"])
 
 
 def run(
@@ -222,10 +129,14 @@ def run(
     device: str | None = None,
     strict: bool | None = None,
     checks_dir: Iterable[str] = (),
+    cluster: bool = False,
 ) -> Report:
-    """Gather the facts the selected checks need, run them, and build the report (no output anywhere)."""
-    from gpudoctor.report import document as doc
+    """Gather the facts the selected checks need, run them, and build the report (no output anywhere).
 
+    With `cluster=True`, where the launcher's environment says this process is one node of a cluster run
+    (torchrun or srun, one per node), it runs this node's part: rank 0 returns the cluster report (its
+    document has a `cluster` object), every other node its own report with rank 0's verdict about it.
+    Elsewhere it runs this node alone."""
     args = SimpleNamespace(
         level=level,
         only=list(only),
@@ -239,11 +150,22 @@ def run(
         strict=strict,
         checks_dir=list(checks_dir),
     )
-    started_at, started = now(), time.monotonic()
-    chosen = plan(args)
-    ran = execute(chosen, show_progress=False)
-    code = doc.exit_code(ran.results, chosen.strict, ran.interrupted)
-    return Report(ran.results, doc.build(ran.results, meta(chosen, started_at, started), code, ran.interrupted))
+    return perform(plan(args, cluster_mode=cluster))
+
+
+def perform(chosen: Plan, show_progress: bool = False) -> Report:
+    """Run a plan: this node alone, or this node's part of the cluster run the plan was made for."""
+    from gpudoctor.execution import single_node
+
+    if chosen.cluster is None:
+        return single_node(chosen, show_progress)
+    from gpudoctor.cluster.env import ClusterEnvError
+    from gpudoctor.cluster.run import run_node
+
+    try:
+        return run_node(chosen)
+    except ClusterEnvError as exc:
+        raise UsageError(str(exc)) from None
 
 
 FORMATS = ("console", "json", "nagios", "npd", "junit", "prometheus")
@@ -270,8 +192,8 @@ def render(report: Report, fmt: str, verbose: bool = False) -> str:
 def console_text(report: Report, verbose: bool = False, width: int = 100) -> str:
     from rich.console import Console
 
-    from gpudoctor.report.console import render as render_console
+    from gpudoctor.report.console import render, render_cluster
 
     console = Console(record=True, width=width, file=io.StringIO())
-    render_console(console, report.document, report.results, verbose)
+    (render_cluster if "cluster" in report.document else render)(console, report.document, report.results, verbose)
     return console.export_text()

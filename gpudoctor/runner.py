@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.cluster import ClusterContext
+from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.context import CheckContext, Options
 from gpudoctor.facts.snapshot import SOURCES
 from gpudoctor.model import Result, Status

@@ -74,34 +74,17 @@ class Hosts:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "hosts").write_text(lines)
 
-    def limit(self, i: int, rate: str) -> None:
-        """Rate-limit what host i sends (tbf: this kernel has no netem)."""
-        proc = subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                self.namespace(i),
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "eth0",
-                "root",
-                "tbf",
-                "rate",
-                rate,
-                "burst",
-                "64kb",
-                "latency",
-                "400ms",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode:
-            raise HostsUnavailable(f"tc tbf on {self.names[i]}: {proc.stderr.strip()}")
+    def limit(self, i: int, rate: str, both_ways: bool = True) -> None:
+        """Rate-limit what host i sends (tbf on its eth0: this kernel has no netem) and, both ways, what it
+        receives (tbf on its port of the switch)."""
+        ends = [(self.namespace(i), "eth0")] + ([(self.switch, f"{self.tag}a{i}")] if both_ways else [])
+        for namespace, device in ends:
+            command = ["tc", "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", "64kb"]
+            proc = subprocess.run(
+                ["ip", "netns", "exec", namespace, *command, "latency", "400ms"], capture_output=True, text=True
+            )
+            if proc.returncode:
+                raise HostsUnavailable(f"tc tbf on {self.names[i]}: {proc.stderr.strip()}")
 
     def start(self, i: int, command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
         """Run `command` on host i under its own host name, in a process session of its own."""

@@ -1,18 +1,20 @@
-"""Cluster mode's pure parts: the launcher's environment, host lists, the ring's rounds, and the judging of
-recorded per-node figures (medians, fractions, slow node against slow link, skew), and the cluster report."""
+"""Cluster mode's pure parts: the launcher's environment, host lists, the judging of the nodes' own figures
+(the median, fractions and the noise allowance), skew, rank 0's verdicts, and the cluster report. The pair
+judge (links, slow node against slow link, the re-test) is tests/test_pairs.py."""
 
 from __future__ import annotations
-
-import itertools
 
 import jsonschema
 import pytest
 from conftest import gpudoctor
 from gpudoctor.checks import cluster as checks
 
-from gpudoctor.cluster import ClusterEnvError, detect, expand_hostlist, own_part, software
+from gpudoctor.cluster.context import own_part
+from gpudoctor.cluster.env import ClusterEnvError, detect, expand_hostlist
+from gpudoctor.cluster.node import judged_figures, software, verdict_result, verdicts
+from gpudoctor.compare import Fractions
 from gpudoctor.launch import LaunchResult, RankReport, caused_elsewhere
-from gpudoctor.model import Result, Row, Status
+from gpudoctor.model import Metric, Result, Row, Status
 from gpudoctor.report import document as doc
 
 TORCHRUN = {
@@ -94,78 +96,71 @@ def test_slurm_host_lists(text: str, names: list[str], monkeypatch) -> None:
     assert expand_hostlist(text) == names
 
 
-@pytest.mark.parametrize("n", range(2, 14))
-def test_ring_rounds_cover_every_neighbour_pair_once_in_at_most_three_disjoint_rounds(n: int) -> None:
-    rounds = checks.ring_rounds(n)
-    assert len(rounds) <= 3
-    for pairs in rounds:
-        nodes = [x for pair in pairs for x in pair]
-        assert len(nodes) == len(set(nodes)), "a node is in one pair per round"
-    edges = {frozenset(p) for pairs in rounds for p in pairs}
-    assert edges == {frozenset((i, (i + 1) % n)) for i in range(n)}
-
-
-def transfers(n: int, slow: dict[tuple[int, int], float]) -> list[dict]:
-    """Both directions between ring neighbours at 10 GB/s, except the (src, dst) given."""
-    pairs = {p for pairs in checks.ring_rounds(n) for p in pairs}
-    directed = [d for a, b in pairs for d in ((a, b), (b, a))]
-    return [{"src": s, "dst": d, "gbps": slow.get((s, d), 10.0), "verified": True} for s, d in directed]
-
-
-def names(n: int) -> list[str]:
-    return [f"n{i}" for i in range(n)]
-
-
-@pytest.mark.parametrize("n", [3, 4, 5, 8])
-def test_a_node_slow_to_send_is_the_straggler_and_not_its_neighbours(n: int) -> None:
-    slow = {(2, (2 + 1) % n): 1.0, (2, 1): 1.0}
-    result = checks.judge_links(transfers(n, slow), names(n), 0.8, 0.5)
-    assert len(result) == 1
-    assert result[0].status == Status.FAIL and result[0].aspect == "stragglers"
-    assert [r.node for r in result[0].rows] == ["n2"]
-    assert "0.10 x the median" in result[0].rows[0].summary
-
-
-def test_a_slow_receiver_and_a_mild_straggler() -> None:
-    result = checks.judge_links(transfers(4, {(1, 2): 7.0, (3, 2): 7.0}), names(4), 0.8, 0.5)
-    assert result[0].status == Status.WARN and [r.node for r in result[0].rows] == ["n2"]
-
-
-def test_a_slow_link_between_fast_nodes_is_named_as_the_link() -> None:
-    result = checks.judge_links(transfers(5, {(1, 2): 2.0}), names(5), 0.8, 0.5)
-    assert result[0].status == Status.PASS
-    assert result[1].aspect == "links" and result[1].status == Status.FAIL
-    assert result[1].summary.startswith("slow link n1 -> n2 2 GB/s (0.20 x the median)")
-
-
-def test_with_two_nodes_the_slow_end_cannot_be_told() -> None:
-    result = checks.judge_links(transfers(2, {(0, 1): 1.0}), names(2), 0.8, 0.5)
-    assert result[0].status == Status.PASS
-    assert "with two nodes the slow end cannot be told" in result[1].summary
-
-
-def test_corrupted_delivery_fails_the_links() -> None:
-    data = transfers(3, {})
-    data[0]["verified"] = False
-    result = checks.judge_links(data, names(3), 0.8, 0.5)
-    assert result[0].status == Status.FAIL and "arrived corrupted" in result[0].summary
+FRACTIONS = Fractions(0.8, 0.5)
 
 
 def test_stragglers_against_each_figures_median() -> None:
     figures = {
-        "ddp.train:images_per_s_per_gpu": {"a": 100.0, "b": 98.0, "c": 70.0, "d": 101.0},
+        "ddp.train:images_per_s_per_gpu": {"a": 100.0, "b": 98.0, "c": 60.0, "d": 101.0},
         "compute.gemm:bf16": {"a": 700.0, "b": 300.0, "c": 690.0, "d": 705.0},
     }
-    result = checks.judge_stragglers(figures, 0.8, 0.5)
-    rows = {r.node: r for r in result.rows}
+    result = checks.judge_stragglers(figures, FRACTIONS)
+    rows = {r.node: r for r in result.rows if r.status != Status.PASS}
     assert set(rows) == {"b", "c"}
-    assert rows["b"].status == Status.FAIL and "compute.gemm:bf16 300, 0.43 x the median" in rows["b"].summary
-    assert rows["c"].status == Status.WARN and "images_per_s_per_gpu 70, 0.71 x" in rows["c"].summary
+    assert rows["b"].status == Status.FAIL and rows["b"].summary.startswith("compute.gemm:bf16 300, 0.43x the median")
+    assert rows["c"].status == Status.WARN and "images_per_s_per_gpu 60, 0.61x the median 99" in rows["c"].summary
+    figure = rows["b"].metrics[0]
+    assert figure.expected == 695.0 and "median of 4 per-node figures" in figure.expected_source
+    assert "noise allowance" in figure.expected_source and "across 8 per-node figures" in figure.expected_source
 
 
 def test_no_stragglers() -> None:
-    result = checks.judge_stragglers({"x": {"a": 1.0, "b": 1.1, "c": 0.95}}, 0.8, 0.5)
-    assert result.status == Status.PASS
+    assert checks.judge_stragglers({"x": {"a": 1.0, "b": 1.1, "c": 0.95}}, FRACTIONS).status == Status.PASS
+
+
+def test_noisy_healthy_figures_name_nobody_at_8_nodes() -> None:
+    """The old rule (any node below 0.8x the median of a figure) named some healthy node in 74 % of runs at 8
+    nodes with eight figures each of 15 % noise. With the allowance for the 64 figures judged at once and the
+    spread measured across them: at most 1 % (the bound is set for 0.2 %; the spread is itself estimated)."""
+    import random
+
+    rng = random.Random(7)
+    named = 0
+    for _ in range(200):
+        figures = {f"f{k}": {f"n{i}": rng.lognormvariate(0, 0.15) for i in range(8)} for k in range(8)}
+        named += checks.judge_stragglers(figures, FRACTIONS).status != Status.PASS
+    assert named <= 2
+
+
+def test_a_slow_node_among_noisy_ones_is_still_named() -> None:
+    import random
+
+    rng = random.Random(3)
+    figures = {"f": {f"n{i}": rng.lognormvariate(0, 0.05) for i in range(8)}}
+    figures["f"]["n5"] = 0.3
+    result = checks.judge_stragglers(figures, FRACTIONS)
+    assert [(r.node, r.status) for r in result.rows if r.status != Status.PASS] == [("n5", Status.FAIL)]
+    assert "across 8 per-node figures" in result.summary
+
+
+def test_only_figures_a_node_judged_itself_are_compared_across_nodes() -> None:
+    """gloo figures on the CPU measure the host and are not judged on the node: they are not compared."""
+    checks_ = [
+        {
+            "check_id": "allreduce.bandwidth",
+            "metrics": [
+                {"name": "busbw", "value": 3.2, "expected": None, "baseline": True, "labels": {}},
+            ],
+        },
+        {
+            "check_id": "compute.gemm",
+            "metrics": [
+                {"name": "tflops", "value": 700.0, "expected": 989.0, "baseline": True, "labels": {}},
+                {"name": "note", "value": "x", "expected": 1.0, "baseline": True, "labels": {}},
+            ],
+        },
+    ]
+    assert judged_figures(checks_) == {"compute.gemm:tflops": 700.0}
 
 
 def facts(**env: str) -> dict:
@@ -209,13 +204,26 @@ def test_node_verdicts() -> None:
 
 
 def test_cluster_report_lists_what_to_drain_and_validates() -> None:
+    figure = [Metric("node_link_bandwidth", 0.01, "GB/s", expected=1.0, expected_source="upper quartile")]
     results = [
         Result(Status.PASS, "all fine", check_id="cluster.nodes", title="t"),
         Result(
             Status.FAIL,
             "n2 slow",
-            aspect="stragglers",
-            rows=[Row(Status.FAIL, "slow", node="n2")],
+            rows=[
+                Row(Status.FAIL, "slow, confirmed", node="n2", metrics=figure, confirmed=True),
+                Row(Status.WARN, "slow once, fine again", node="n4", metrics=figure, confirmed=False),
+                Row(Status.FAIL, "not re-tested: no partner", node="n5", metrics=figure, confirmed=False),
+                Row(Status.PASS, "fine", node="n0", metrics=figure),
+            ],
+            check_id="cluster.links",
+            title="t",
+        ),
+        Result(
+            Status.WARN,
+            "slow link",
+            aspect="links",
+            rows=[Row(Status.FAIL, "slow link", node="n0", peer="n1", confirmed=True)],
             check_id="cluster.links",
             title="t",
         ),
@@ -225,22 +233,50 @@ def test_cluster_report_lists_what_to_drain_and_validates() -> None:
         {"name": "n1", "rank": 1, "status": "fail", "exit_code": 1, "checks": []},
         {"name": "n2", "rank": 2, "status": "pass", "exit_code": 0, "checks": []},
         {"name": "n3", "rank": 3, "lost": "stopped answering", "exit_code": None, "status": "error", "checks": []},
+        {"name": "n4", "rank": 4, "status": "pass", "exit_code": 0, "checks": []},
+        {"name": "n5", "rank": 5, "status": "pass", "exit_code": 0, "checks": []},
     ]
     meta = {"host": "n0", "started_at": "2026-11-22T10:00:00+00:00", "duration_s": 1.0, "level": "standard"}
     document = doc.build_cluster(results, nodes, {**meta, "source": "live"}, False, False, "torchrun")
+    cluster = document["cluster"]
     assert document["exit_code"] == 1
-    assert document["cluster"]["failed_nodes"] == ["n1", "n2", "n3"]
-    assert document["cluster"]["stragglers"] == ["n2"]
+    assert cluster["failed_nodes"] == ["n1", "n2", "n3"], "a refuted suspicion (n5) and a slow link drain nobody"
+    assert cluster["stragglers"] == ["n2"]
+    assert cluster["unconfirmed"] == ["n4", "n5"]
+    assert cluster["links"] == ["n0 -> n1"]
+    assert [(f["node"], f["peer"], f["status"]) for f in cluster["findings"]] == [
+        ("n2", None, "fail"),
+        ("n5", None, "fail"),
+        ("n0", "n1", "fail"),
+        ("n3", None, "fail"),
+        ("n4", None, "warn"),
+    ], "worst first: failures by how far below their reference, those with no figure after them"
+    by_name = verdicts(document)
+    assert by_name["n2"]["status"] == "fail" and by_name["n4"]["status"] == "warn"
+    assert by_name["n0"]["status"] == "pass" and by_name["n1"]["status"] == "fail"
+    assert by_name["n2"]["findings"] == ["cluster.links: slow, confirmed"]
     jsonschema.validate(document, doc.schema())
+
+
+def test_a_node_learns_rank_0s_verdict_and_exits_by_it() -> None:
+    drained = verdict_result({"status": "fail", "findings": ["cluster.links: 0.012 GB/s at best"]}, "n0")
+    assert drained.status == Status.FAIL and drained.check_id == "cluster.verdict"
+    assert drained.summary == "rank 0 on n0 names this node (drain it): cluster.links: 0.012 GB/s at best"
+    assert verdict_result({"status": "warn", "findings": ["x"]}, "n0").summary.endswith("(not drained): x")
+    assert verdict_result({"status": "pass", "findings": []}, "n0").status == Status.PASS
+    gone = verdict_result(None, "n0")
+    assert gone.status == Status.WARN and "no verdict from rank 0" in gone.summary
 
 
 def test_a_node_that_only_lost_a_peer_warns_and_one_that_crashed_fails() -> None:
     peer = RankReport(3, 1, error="RuntimeError: Connection reset by peer", phase="all_reduce")
     lost_peer = LaunchResult(Status.ERROR, "rank 3 ...", [peer])
-    assert own_part(lost_peer, "n0").status == Status.WARN
+    assert own_part([lost_peer], "n0").status == Status.WARN
     crashed = LaunchResult(Status.ERROR, "rank 3 crashed (SIGSEGV)", [RankReport(3, -11, error="crashed (SIGSEGV)")])
-    assert own_part(crashed, "n0").status == Status.ERROR
-    assert own_part(None, "n0").status == Status.SKIP
+    assert own_part([crashed], "n0").status == Status.ERROR
+    assert own_part([None], "n0").status == Status.SKIP
+    fine = LaunchResult(Status.PASS, "1 ranks finished", [RankReport(3, 0)])
+    assert own_part([fine, crashed], "n0").status == Status.ERROR, "the worst of its attempts"
 
 
 def test_outside_cluster_mode_cluster_checks_are_left_out_unless_named() -> None:
@@ -253,48 +289,6 @@ def test_outside_cluster_mode_cluster_checks_are_left_out_unless_named() -> None
     assert not [c for c in default["checks"] if c["check_id"].startswith("cluster.")]
     named = json.loads(gpudoctor("check", "--from", snapshot, "--only", "cluster.skew", "--json").stdout)
     assert named["checks"][0]["summary"].startswith("not in cluster mode: run one gpudoctor per node")
-
-
-def test_every_pair_is_measured_once_each_way() -> None:
-    for n in (2, 3, 6):
-        directed = [(t["src"], t["dst"]) for t in transfers(n, {})]
-        assert len(directed) == len(set(directed)) == (2 if n == 2 else 2 * n)
-        assert all(a != b for a, b in itertools.chain(directed))
-
-
-def test_drain_example_drains_failed_nodes_and_resumes_only_its_own(tmp_path) -> None:
-    """examples/drain_failed_nodes.py against stand-ins for sinfo and scontrol that record their calls."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir()
-    (bin_dir / "sinfo").write_text("#!/bin/sh\nprintf 'n2|gpudoctor: health.ecc\\nn3|admin: fan replaced\\n'\n")
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    for tool in ("sinfo", "scontrol"):
-        (bin_dir / tool).chmod(0o755)
-    lost = {"name": "n1", "rank": 1, "status": "error", "exit_code": None, "lost": "never joined", "checks": []}
-    healthy = [
-        {"name": n, "rank": i, "status": "pass", "exit_code": 0, "lost": None, "checks": []}
-        for i, n in ((0, "n0"), (2, "n2"), (3, "n3"))
-    ]
-    report = {"checks": [], "cluster": {"failed_nodes": ["n1"], "nodes": [healthy[0], lost, *healthy[1:]]}}
-    path = tmp_path / "cluster.json"
-    path.write_text(json.dumps(report))
-    script = Path(__file__).parent.parent / "examples" / "drain_failed_nodes.py"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert calls.read_text().splitlines() == [
-        "update NodeName=n1 State=DRAIN Reason=gpudoctor: lost: never joined",
-        "update NodeName=n2 State=RESUME",
-    ], "n3 was drained by an admin: left alone"
-    path.write_text("{not json")
-    bad = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, env=env)
-    assert bad.returncode == 2 and "is not a gpudoctor cluster report" in bad.stderr and "Traceback" not in bad.stderr
 
 
 @pytest.mark.parametrize(

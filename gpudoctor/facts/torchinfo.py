@@ -174,4 +174,7 @@ def _torchvision() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from gpudoctor.isolate import die_with_parent
+
+    die_with_parent()
     json.dump(gather(), sys.stdout)

@@ -32,15 +32,22 @@ def badge(status: Status) -> Text:
     return Text(label, style=style)
 
 
+SHOWN = 12  # rows, metrics and findings listed without -v; the JSON report keeps all
+
+
 def render(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
     console.print(_summary_line(document))
+    _render_results(console, results, verbose)
+    console.print(_closing_line(document))
+
+
+def _render_results(console: Console, results: list[Result], verbose: bool) -> None:
     shown, collapsed = (results, []) if verbose else collapse_skips(results)
     width = min(max((len(r.label) for r in shown), default=10), 28)
     for area, group in groupby(shown, key=lambda r: r.check_id.split(".")[0]):
         console.print(_area_table(area, list(group), verbose, width))
     for count, reason in collapsed:
         console.print(Text(f"{count} checks skipped: {reason}", style="dim"))
-    console.print(_closing_line(document))
 
 
 def collapse_skips(results: list[Result]) -> tuple[list[Result], list[tuple[int, str]]]:
@@ -97,18 +104,26 @@ def _area_table(area: str, results: list[Result], verbose: bool, width: int) -> 
 
 def _add_details(table: Table, result: Result, verbose: bool) -> None:
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
-    for metric in result.metrics:
-        if show_all or metric.expected is not None:
-            table.add_row("", "", Text(format_metric(metric), style="dim"))
+    metrics = [m for m in result.metrics if show_all or m.expected is not None]
+    for metric in _capped(table, metrics, verbose, "figures"):
+        table.add_row("", "", Text(format_metric(metric), style="dim"))
     bad = [row for row in result.rows if row.status not in (Status.PASS, Status.SKIP)]
     shown = result.rows if verbose else bad if len(bad) > 3 else []  # the summary already names up to three
-    for row in shown:
-        where = f"GPU {row.index}" if row.index is not None else ""
+    for row in _capped(table, shown, verbose, "rows"):
+        where = f"GPU {row.index}" if row.index is not None else row.where if row.node else ""
         table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
     if result.remediation and result.status != Status.PASS:
         table.add_row("", Text("  fix", style="cyan"), result.remediation.why)
         for command in result.remediation.commands:
             table.add_row("", "", Text(f"$ {command}", style="cyan"))
+
+
+def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[Any]:
+    """All of them with -v; else the first SHOWN, and a line saying how many more the JSON report holds."""
+    if verbose or len(items) <= SHOWN:
+        return items
+    table.add_row("", "", Text(f"... and {len(items) - SHOWN} more {what} (-v, or the JSON report)", style="dim"))
+    return items[:SHOWN]
 
 
 def format_metric(metric: Metric) -> str:
@@ -152,21 +167,71 @@ class LiveProgress:
 
 
 def render_cluster(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
-    """Rank 0's cluster report: one row per node (its verdict, key figures, failing checks), then the
-    cross-node results."""
+    """Rank 0's cluster report, readable at 1,000 nodes: the verdict, the nodes counted by rank 0's verdict,
+    every node and link the results name (worst first, each with its figure, the reference it was judged
+    against and the noise allowance), the cross-node results, and what to drain. -v adds a row per node."""
     cluster = document["cluster"]
-    table = Table(title=f"{len(cluster['nodes'])} nodes", title_justify="left", title_style="bold", box=None)
-    for column in ("node", "status", "figures", "failing"):
+    console.print(_summary_line(document))
+    console.print(_verdict_counts(cluster))
+    if verbose:
+        console.print(_node_table(cluster))
+    if cluster["findings"]:
+        console.print(_findings_table(cluster["findings"], verbose))
+    _render_results(console, results, verbose)
+    for label, names, style in (
+        ("drain (failed nodes)", cluster["failed_nodes"], "bold red"),
+        ("stragglers", cluster["stragglers"], "yellow"),
+        ("unconfirmed (re-tested fine: not drained)", cluster["unconfirmed"], "yellow"),
+        ("slow links", cluster["links"], "yellow"),
+    ):
+        if names:
+            console.print(Text(f"{label}: {','.join(names)}", style=style))
+    console.print(_closing_line(document))
+
+
+def _verdict_counts(cluster: dict[str, Any]) -> Text:
+    counts = Counter(node["verdict"]["status"] for node in cluster["nodes"])
+    lost = sum(1 for node in cluster["nodes"] if node["lost"])
+    parts = [
+        f"{counts[s.value]} {word}"
+        for s, word in ((Status.FAIL, "to drain"), (Status.WARN, "named, not drained"), (Status.PASS, "fine"))
+        if counts[s.value]
+    ]
+    text = f"{len(cluster['nodes'])} nodes ({cluster['launcher']}): {', '.join(parts)}"
+    return Text(text + (f"; {lost} lost" if lost else ""), style="bold")
+
+
+def _findings_table(findings: list[dict[str, Any]], verbose: bool) -> Table:
+    table = Table(title="named, worst first", title_justify="left", title_style="bold", show_header=False, box=None)
+    table.add_column("status", no_wrap=True, width=7)
+    table.add_column("where", overflow="fold", max_width=30)
+    table.add_column("check", overflow="fold", max_width=22)
+    table.add_column("finding", overflow="fold", ratio=1)
+    for finding in _capped(table, findings, verbose, "named"):
+        where = f"{finding['node']} -> {finding['peer']}" if finding["peer"] else finding["node"]
+        text = Text(finding["summary"])
+        if finding["figure"] and finding["figure"]["expected"] is not None:
+            text.append("\n" + _figure_against(finding["figure"]), style="dim")
+        table.add_row(badge(Status(finding["status"])), where, finding["check_id"], text)
+    return table
+
+
+def _figure_against(figure: dict[str, Any]) -> str:
+    return (
+        f"{figure['name']} {figure['value']:.4g} {figure['unit']} against {figure['expected']:.4g} "
+        f"({figure['expected_source']})"
+    )
+
+
+def _node_table(cluster: dict[str, Any]) -> Table:
+    table = Table(title="every node", title_justify="left", title_style="bold", box=None)
+    for column in ("node", "verdict", "own checks", "figures", "failing"):
         table.add_column(column, overflow="fold")
     for node in cluster["nodes"]:
         failing = node["lost"] or ", ".join(c["check_id"] for c in node["checks"] if Status(c["status"]).is_failure)
-        table.add_row(node["name"], badge(Status(node["status"])), _key_figures(node), failing)
-    console.print(table)
-    render(console, document, results, verbose)
-    if cluster["failed_nodes"]:
-        console.print(Text(f"failed nodes (drain): {','.join(cluster['failed_nodes'])}", style="bold red"))
-    if cluster["stragglers"]:
-        console.print(Text(f"stragglers: {','.join(cluster['stragglers'])}", style="yellow"))
+        verdict = badge(Status(node["verdict"]["status"]))
+        table.add_row(node["name"], verdict, badge(Status(node["status"])), _key_figures(node), failing)
+    return table
 
 
 def _key_figures(node: dict[str, Any]) -> str:

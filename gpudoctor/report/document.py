@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from importlib import resources
 from typing import Any
 
 from gpudoctor import __version__
-from gpudoctor.model import Result, Status, worst
+from gpudoctor.model import SEVERITY, Result, Row, Status, worst
 
-SCHEMA_VERSION = 2  # 2: metric labels, per-row metrics, the cluster object
+# 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
+# confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
+SCHEMA_VERSION = 3
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -52,12 +55,18 @@ def build_cluster(
     interrupted: bool,
     launcher: str,
 ) -> dict[str, Any]:
-    """Rank 0's document: the cross-node results, and a `cluster` object with every node, the nodes to drain
-    (lost, failed their own checks, or named by a failed cross-node result) and the stragglers. It exits 1 if
-    any node failed or was lost, else by the usual rules over the cross-node results and the nodes' verdicts."""
+    """Rank 0's document: the cross-node results, and a `cluster` object with every node and what the results
+    say of them. Drained (`failed_nodes`): lost, failed their own checks, or named by a failing row whose
+    suspicion was not refuted by a re-test. `stragglers`: named slow (a figure judged against a reference).
+    `unconfirmed`: slow once, fine when re-tested; never drained. `links`: slow links, never a node's fault.
+    It exits 1 if any node is to be drained, else by the usual rules over the cross-node results."""
+    findings = _findings(results, nodes)
+    on_node = [f for f in findings if f["node"] and not f["peer"]]
+    held = [f for f in on_node if f["confirmed"] is not False]
     failed = {n["name"] for n in nodes if n.get("lost") or n.get("exit_code")}
-    failed |= {row.node for r in results for row in r.rows if row.node and row.status.is_failure}
-    stragglers = {row.node for r in results if r.aspect == "stragglers" for row in r.rows if row.status != Status.PASS}
+    failed |= {f["node"] for f in held if Status(f["status"]).is_failure}
+    stragglers = {f["node"] for f in held if f["figure"] and f["status"] in (Status.WARN.value, Status.FAIL.value)}
+    unconfirmed = {f["node"] for f in on_node if f["confirmed"] is False} - failed - stragglers
     code = exit_code(results, strict, interrupted)
     if failed and code == EXIT_OK:
         code = EXIT_FAIL
@@ -66,6 +75,11 @@ def build_cluster(
     document = build(results, meta, code, interrupted)
     if failed and document["status"] in (Status.PASS.value, Status.WARN.value, Status.SKIP.value):
         document["status"] = Status.FAIL.value
+    named: dict[str, list[str]] = {}
+    for finding in findings:
+        for node in {finding["node"], finding["peer"]} - {None}:
+            named.setdefault(node, []).append(f"{finding['check_id']}: {finding['summary']}")
+    warned = stragglers | unconfirmed
     document["cluster"] = {
         "world_size": len(nodes),
         "launcher": launcher,
@@ -76,15 +90,75 @@ def build_cluster(
                 "status": n.get("status") or Status.ERROR.value,
                 "exit_code": n.get("exit_code"),
                 "lost": n.get("lost") or None,
+                "verdict": _verdict(n["name"], failed, warned, named),
                 "checks": n.get("checks") or [],
             }
             for n in nodes
         ],
         "failed_nodes": sorted(failed),
         "stragglers": sorted(stragglers),
+        "unconfirmed": sorted(unconfirmed),
+        "links": list(dict.fromkeys(f"{f['node']} -> {f['peer']}" for f in findings if f["peer"])),
+        "findings": findings,
         "checks": document["checks"],
     }
     return document
+
+
+def _verdict(name: str, failed: set[str], warned: set[str], named: dict[str, list[str]]) -> dict[str, Any]:
+    """Rank 0's verdict about one node: fail (drain it), warn (named, never drained) or pass, with the
+    findings that name it (a node is also named by a slow link it is one end of)."""
+    status = Status.FAIL if name in failed else Status.WARN if name in warned else Status.PASS
+    return {"status": status.value, "findings": named.get(name, []) if status != Status.PASS else []}
+
+
+def _findings(results: list[Result], nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row that names a node or a link and is not a pass, and every lost node no row names; worst
+    first (by status, then by how far its figure is below its reference)."""
+    found = [
+        {
+            "check_id": result.check_id,
+            "node": row.node,
+            "peer": row.peer,
+            "status": row.status.value,
+            "confirmed": row.confirmed,
+            "summary": row.summary,
+            "figure": _judged_figure(row),
+        }
+        for result in results
+        for row in result.rows
+        if row.node and row.status not in (Status.PASS, Status.SKIP)
+    ]
+    named = {f["node"] for f in found}
+    found += [
+        {
+            "check_id": "cluster.nodes",
+            "node": n["name"],
+            "peer": None,
+            "status": Status.FAIL.value,
+            "confirmed": None,
+            "summary": f"lost: {n['lost']}",
+            "figure": None,
+        }
+        for n in nodes
+        if n.get("lost") and n["name"] not in named
+    ]
+    return sorted(found, key=_worst_first)
+
+
+def _worst_first(finding: dict[str, Any]) -> tuple[int, float, str, str]:
+    return (-SEVERITY[Status(finding["status"])], _ratio(finding["figure"]), finding["node"], finding["peer"] or "")
+
+
+def _judged_figure(row: Row) -> dict[str, Any] | None:
+    judged = [m for m in row.metrics if m.expected is not None] or row.metrics
+    return asdict(judged[0]) if judged else None
+
+
+def _ratio(figure: dict[str, Any] | None) -> float:
+    if figure and isinstance(figure["value"], int | float) and isinstance(figure["expected"], int | float):
+        return figure["value"] / figure["expected"] if figure["expected"] else 1.0
+    return 1.0
 
 
 def dumps(document: dict[str, Any]) -> str:

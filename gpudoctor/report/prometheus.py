@@ -59,8 +59,8 @@ class ReportCollector:
         doc = self.document
         samples = Samples()
         versions = {"tool_version": doc["tool_version"], "host": doc["host"], "level": doc["level"]}
-        for result in _results(doc):
-            where = {"check": result["check_id"], "aspect": result["aspect"] or ""}
+        for result, node in _results(doc):
+            where = {"check": result["check_id"], "aspect": result["aspect"] or "", **({"node": node} if node else {})}
             for status in Status:
                 samples.add(
                     f"{PREFIX}_check_status",
@@ -85,18 +85,25 @@ class ReportCollector:
         yield from samples.collect()
 
 
-def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rank 0's cluster report also carries every node's own checks, each labelled with its node."""
-    results = list(doc["checks"])
+def _results(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str | None]]:
+    """Every result with the node it ran on: rank 0's cluster report also carries every node's own checks,
+    and every series of those is labelled with its node (else the nodes' series would overwrite each other,
+    and a failing node could hide behind a passing one)."""
+    results: list[tuple[dict[str, Any], str | None]] = [(result, None) for result in doc["checks"]]
     for node in (doc.get("cluster") or {}).get("nodes", []):
-        for result in node["checks"]:
-            results.append({**result, "rows": [{**r, "node": r.get("node") or node["name"]} for r in result["rows"]]})
+        results += [(result, node["name"]) for result in node["checks"]]
     return results
 
 
 def _row_labels(row: dict[str, Any]) -> dict[str, Any]:
     """The GPU (NVML index, as nvidia-smi numbers it; UUID; PCI bus id) or node the row is about."""
-    given = {"gpu": row["index"], "uuid": row["uuid"], "pci_bus_id": row["pci_bus_id"], "node": row.get("node")}
+    given = {
+        "gpu": row["index"],
+        "uuid": row["uuid"],
+        "pci_bus_id": row["pci_bus_id"],
+        "node": row.get("node"),
+        "peer": row.get("peer"),
+    }
     return {k: v for k, v in given.items() if v is not None}
 
 

@@ -1,0 +1,429 @@
+"""Judging nodes by measurements between pairs of them (pure: no torch), for the cross-node checks.
+
+Nodes are measured in rounds of disjoint pairs: first each with its four nearest ring neighbours (i+-1,
+i+-2: at most six rounds whatever the node count), each directed figure the better of two passes. A node's
+figure is the lower of its best send and its best receive: a slow node is slow to every neighbour, while a
+neighbour of it has other, fast, links. Then:
+1. First look: each node's figure against the upper quartile of per-node figures (it stays with the
+   healthy ones while fewer than three quarters look slow, and up to half the nodes slow make a little over
+   half look slow) and against an absolute reference where there is one (so a slow majority is caught
+   too), each with the noise allowance measured between the two passes. A transfer that is slow between two
+   nodes not suspected is a suspect link. With two nodes the slow end cannot be told: only the link is judged.
+2. Re-test: every suspect is paired with a node measured good, and every suspect link measured again, in one
+   more round of disjoint pairs (good nodes pair up beside them, for a reference taken at the same time).
+3. Confirm: a suspect is named only when the re-test agrees, at the re-test's verdict (a direct measurement
+   against a good node, taken now). One that re-tests fine is unconfirmed (a warning, never drained), or
+   cleared where every slow transfer it had was with a node confirmed slow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudoctor.api import SEVERITY, Remediation, Result, Row, Status, compare, worst
+
+FIRST_RATE = 0.2  # the chance that noise makes any healthy node or link a suspect, per first look
+CONFIRM_RATE = 0.05  # the chance that a healthy suspect re-tests slow as well
+REFERENCE_PAIRS = 8  # good pairs re-measured beside the suspects in a re-test round, for its reference
+MAX_RETEST_ROUNDS = 3
+Pair = tuple[int, int]
+
+
+def ring_rounds(nodes: list[int]) -> list[list[Pair]]:
+    """The ring's edges (i, i+1 mod n) in rounds of disjoint pairs: 1 round for 2 nodes, 2 for an even ring,
+    3 for an odd one."""
+    n = len(nodes)
+    if n < 3:
+        return [[(nodes[0], nodes[1])]] if n == 2 else []
+    edges = [(nodes[i], nodes[(i + 1) % n]) for i in range(n)]
+    if n % 2 == 0:
+        return [edges[0::2], edges[1::2]]
+    return [edges[0 : n - 1 : 2], edges[1 : n - 1 : 2], [edges[-1]]]
+
+
+def neighbour_rounds(nodes: list[int]) -> list[list[Pair]]:
+    """Every node with its ring neighbours and the ones beyond them (i+-1, i+-2), in at most six rounds of
+    disjoint pairs whatever the node count. With only i+-1, a healthy node between two slow ones looks slow,
+    and alternating slow nodes make every transfer alike; with four neighbours a healthy node has a fast one
+    unless all four are slow."""
+    rounds = ring_rounds(nodes)
+    n = len(nodes)
+    if n == 4:
+        rounds.append([(nodes[0], nodes[2]), (nodes[1], nodes[3])])
+    elif n >= 5:
+        cycles = [nodes[0::2] + nodes[1::2]] if n % 2 else [nodes[0::2], nodes[1::2]]
+        skip = [ring_rounds(cycle) for cycle in cycles]
+        rounds += [[pair for r in skip if i < len(r) for pair in r[i]] for i in range(max(map(len, skip)))]
+    return rounds
+
+
+def node_figures(transfers: list[dict[str, Any]]) -> dict[int, float]:
+    """Each node's figure: the lower of its best send and its best receive."""
+    sends: dict[int, float] = {}
+    receives: dict[int, float] = {}
+    for t in transfers:
+        sends[t["src"]] = max(sends.get(t["src"], 0.0), t["gbps"])
+        receives[t["dst"]] = max(receives.get(t["dst"], 0.0), t["gbps"])
+    return {node: min(sends[node], receives[node]) for node in sends if node in receives}
+
+
+def pass_sigma(transfers: list[dict[str, Any]]) -> float | None:
+    """The log-spread of one pass of a transfer, from the difference between its two passes."""
+    return compare.sigma_between([tuple(t["passes"]) for t in transfers if len(t["passes"]) == 2])
+
+
+def spread(transfers: list[dict[str, Any]], suspects: set[int]) -> tuple[float | None, str]:
+    """The noise of one transfer's figure among the nodes not suspected: the larger of the spread between
+    its two passes and the spread from one transfer to another (healthy links differ, and a busy machine
+    loads rounds unevenly). A slow node's transfers, steady at its limit, would understate it. With too few
+    transfers between nodes not suspected to say, the passes of every transfer."""
+    healthy = [t for t in transfers if t["src"] not in suspects and t["dst"] not in suspects]
+    if len(healthy) < compare.MIN_ACROSS:
+        return pass_sigma(transfers), f"between two passes of {len(transfers)} transfers"
+    between = pass_sigma(healthy) or 0.0
+    across = compare.sigma_across([t["gbps"] for t in healthy]) or 0.0
+    source = f"over {len(healthy)} transfers between nodes not suspected"
+    if across > between:
+        return across, f"{source}, from one to another"
+    return between, f"{source}, between two passes"
+
+
+@dataclass
+class FirstLook:
+    """The ring measurement, judged: suspect nodes and links, against what reference and allowance."""
+
+    names: dict[int, str]
+    transfers: list[dict[str, Any]]
+    figures: dict[int, float]
+    reference: compare.Reference  # for a node's figure
+    link_reference: compare.Reference  # for one transfer
+    allow: compare.Allowance
+    fractions: compare.Fractions
+    absolute: compare.Reference | None = None
+    floor: float = 0.75
+    nodes: dict[int, Status] = field(default_factory=dict)
+    links: dict[Pair, Status] = field(default_factory=dict)
+    majority: list[int] = field(default_factory=list)  # most nodes below the absolute reference
+
+    @property
+    def good(self) -> list[int]:
+        """The nodes not suspected, best first."""
+        return sorted((n for n in self.figures if n not in self.nodes), key=lambda n: -self.figures[n])
+
+
+def first_look(
+    transfers: list[dict[str, Any]],
+    names: dict[int, str],
+    fractions: compare.Fractions,
+    absolute: compare.Reference | None = None,
+    floor: float = 0.75,
+) -> FirstLook:
+    figures = node_figures(transfers)
+    tests = len(figures) + len(transfers)
+    look = FirstLook(
+        names,
+        transfers,
+        figures,
+        compare.upper_quartile_reference(list(figures.values()), "per-node figures"),
+        compare.median_reference([t["gbps"] for t in transfers], "transfers"),
+        compare.allowance(pass_sigma(transfers), tests, "between two passes of every transfer", FIRST_RATE),
+        fractions,
+        absolute,
+        floor,
+    )
+    if len(figures) > 2:
+        _suspect_nodes(look)
+        # Judged again with the noise of the nodes not suspected (a slow node's steady transfers hide it).
+        look.allow = _first_allowance(transfers, set(look.nodes), tests)
+        look.nodes, look.majority = {}, []
+        _suspect_nodes(look)
+    _suspect_links(look)
+    return look
+
+
+def _first_allowance(transfers: list[dict[str, Any]], suspects: set[int], tests: int) -> compare.Allowance:
+    sigma, source = spread(transfers, suspects)
+    return compare.allowance(sigma, tests, source, FIRST_RATE)
+
+
+def _suspect_nodes(look: FirstLook) -> None:
+    below_absolute = [n for n, v in look.figures.items() if _absolute(look, v, look.allow) != Status.PASS]
+    if len(below_absolute) * 2 > len(look.figures):
+        look.majority = sorted(below_absolute)  # the fabric or the reference: no node is drained for it
+    for node, value in look.figures.items():
+        status = compare.judge(value, look.reference, look.allow, look.fractions)[0]
+        if not look.majority:
+            status = worst([status, _absolute(look, value, look.allow)])
+        if status != Status.PASS:
+            look.nodes[node] = status
+
+
+def _absolute(look: FirstLook, value: float, allow: compare.Allowance) -> Status:
+    if look.absolute is None:
+        return Status.PASS
+    return compare.judge(value, look.absolute, allow, compare.Fractions(look.floor, look.floor))[0]
+
+
+def _suspect_links(look: FirstLook) -> None:
+    between = [t for t in look.transfers if t["src"] not in look.nodes and t["dst"] not in look.nodes]
+    if len(look.figures) > 2:
+        look.link_reference = compare.median_reference(
+            [t["gbps"] for t in between] or [t["gbps"] for t in look.transfers], "transfers between nodes not suspected"
+        )
+    for t in between:
+        status = _link_status(look, t, look.transfers, look.link_reference, look.allow)
+        if status != Status.PASS:
+            look.links[(t["src"], t["dst"])] = status
+
+
+def _link_status(
+    look: FirstLook,
+    t: dict[str, Any],
+    measured: list[dict[str, Any]],
+    reference: compare.Reference,
+    allow: compare.Allowance,
+) -> Status:
+    """A transfer against the links' reference (with two nodes: against the other direction, as the slow end
+    cannot be told), and against the absolute reference."""
+    if len(look.figures) == 2:
+        back = next((u["gbps"] for u in measured if (u["src"], u["dst"]) == (t["dst"], t["src"])), t["gbps"])
+        reference = compare.Reference(max(back, t["gbps"]), "the other direction")
+    status = compare.judge(t["gbps"], reference, allow, look.fractions)[0]
+    return status if look.majority else worst([status, _absolute(look, t["gbps"], allow)])
+
+
+def retest_rounds(look: FirstLook) -> list[list[Pair]]:
+    """Each suspect link measured again, each suspect node against a distinct good node (worst first), and
+    a few good pairs beside them; as many rounds of disjoint pairs as that takes (rarely more than one)."""
+    links = list(dict.fromkeys(tuple(sorted(pair)) for pair in look.links))
+    nodes = sorted(look.nodes, key=lambda n: look.figures[n])
+    good = look.good
+    rounds: list[list[Pair]] = []
+    while (links or nodes) and len(rounds) < MAX_RETEST_ROUNDS:
+        used: set[int] = set()
+        pairs: list[Pair] = []
+        for a, b in list(links):
+            if not {a, b} & used:
+                pairs.append((a, b))
+                used |= {a, b}
+                links.remove((a, b))
+        for node in list(nodes):
+            partner = next((g for g in good if g not in used), None)
+            if partner is None:
+                break
+            pairs.append((node, partner))
+            used |= {node, partner}
+            nodes.remove(node)
+        if not pairs:
+            break
+        free = [g for g in good if g not in used][: 2 * REFERENCE_PAIRS]
+        rounds.append(pairs + list(zip(free[0::2], free[1::2], strict=False)))
+    return rounds
+
+
+@dataclass
+class Named:
+    """What the re-test made of one suspect: its status, whether the re-test agreed, the figure it was judged
+    by (with its reference and allowance), and the words for the first look and the re-test."""
+
+    status: Status
+    confirmed: bool | None
+    value: float
+    reference: compare.Reference
+    allow: compare.Allowance
+    first: str
+    again: str
+
+    @property
+    def summary(self) -> str:
+        return f"{self.first}; {self.again}"
+
+
+@dataclass
+class Retest:
+    """The re-test's measurements, and what a re-tested pair is judged against: the good pairs measured the
+    same way in the same rounds (at least two), else the good nodes' own figures from the first look."""
+
+    measured: dict[Pair, dict[str, Any]]
+    good_pairs: list[float]
+    sigma: float
+    tests: int
+
+    def reference(self, look: FirstLook) -> compare.Reference:
+        if len(self.good_pairs) >= 2:
+            return compare.median_reference(self.good_pairs, "good pairs re-tested alongside")
+        good = [look.figures[n] for n in look.good]
+        return compare.median_reference(good or list(look.figures.values()), "good nodes' own figures in the ring")
+
+    @property
+    def allow(self) -> compare.Allowance:
+        """Two figures of like noise compared: the ratio spreads sqrt(1 + 1/m) times as wide as one figure,
+        m the figures behind the reference."""
+        behind = len(self.good_pairs) if len(self.good_pairs) >= 2 else 1
+        return compare.allowance(
+            self.sigma * math.sqrt(1 + 1 / behind),
+            self.tests,
+            "between passes, for a ratio of two figures",
+            CONFIRM_RATE,
+        )
+
+
+def pair_figure(measured: dict[Pair, dict[str, Any]], a: int, b: int) -> float:
+    """What two nodes measured together: the slower of the two directions."""
+    return min(measured[(a, b)]["gbps"], measured[(b, a)]["gbps"])
+
+
+def confirm(look: FirstLook, transfers: list[dict[str, Any]]) -> tuple[dict[int, Named], dict[Pair, Named]]:
+    """Every suspect node and link after the re-test: named (the re-test agreed, at its verdict), unconfirmed,
+    or cleared (slow only with nodes named slow)."""
+    measured = {(t["src"], t["dst"]): t for t in transfers}
+    suspects = set(look.nodes) | {n for pair in look.links for n in pair}
+    good_pairs = [
+        pair_figure(measured, a, b) for a, b in measured if a < b and (b, a) in measured and not {a, b} & suspects
+    ]
+    again = spread(transfers, suspects)[0] if len(transfers) >= compare.MIN_ACROSS else None
+    sigma = max(look.allow.sigma, again or 0.0)
+    retest = Retest(measured, good_pairs, sigma, len(look.nodes) + len(look.links))
+    nodes = {node: _confirm_node(look, node, retest) for node in look.nodes}
+    slow = {node for node, named in nodes.items() if named.confirmed}
+    for node, named in nodes.items():
+        peers = _slow_peers(look, node)
+        if peers and peers <= slow - {node} and named.status != Status.FAIL:
+            # Its first look is explained by its slow neighbours: only a failing re-test still names it.
+            named.status, named.confirmed = Status.PASS, False
+            named.first = f"slow only with {', '.join(look.names[n] for n in sorted(peers))} (named slow)"
+    links = {pair: _confirm_link(look, pair, retest) for pair in look.links}
+    return nodes, links
+
+
+def _confirm_node(look: FirstLook, node: int, retest: Retest) -> Named:
+    value = look.figures[node]
+    first = f"{value:.3g} GB/s at best ({value / look.reference.value:.2f}x) in the ring"
+    allow = retest.allow
+    partner = next((b for a, b in retest.measured if a == node), None)
+    if partner is None:
+        return Named(Status.WARN, False, value, look.reference, allow, first, "not re-tested: no good node was free")
+    again = pair_figure(retest.measured, node, partner)
+    reference = retest.reference(look)
+    status, ratio = compare.judge(again, reference, allow, look.fractions)
+    if not look.majority:
+        status = worst([status, _absolute(look, again, allow)])
+    said = f"{again:.3g} GB/s ({ratio:.2f}x) re-tested against {look.names[partner]}"
+    if status == Status.PASS:
+        return Named(Status.WARN, False, again, reference, allow, first, f"{said}: unconfirmed, not drained")
+    return Named(status, True, again, reference, allow, first, f"{said}: confirmed")
+
+
+def _slow_peers(look: FirstLook, node: int) -> set[int]:
+    """The nodes it had a slow transfer with in the first look."""
+    return {
+        t["dst"] if t["src"] == node else t["src"]
+        for t in look.transfers
+        if node in (t["src"], t["dst"])
+        and compare.judge(t["gbps"], look.link_reference, look.allow, look.fractions)[0] != Status.PASS
+    }
+
+
+def _confirm_link(look: FirstLook, pair: Pair, retest: Retest) -> Named:
+    first_value = next(t["gbps"] for t in look.transfers if (t["src"], t["dst"]) == pair)
+    first = f"{first_value:.3g} GB/s in the ring"
+    allow = retest.allow
+    reference = retest.reference(look) if len(retest.good_pairs) >= 2 else look.link_reference
+    again = retest.measured.get(pair)
+    if again is None:
+        return Named(Status.WARN, False, first_value, reference, allow, first, "not re-tested")
+    status = _link_status(look, again, list(retest.measured.values()), reference, allow)
+    said = f"{again['gbps']:.3g} GB/s re-tested"
+    if status == Status.PASS:
+        return Named(Status.WARN, False, again["gbps"], reference, allow, first, f"{said}: unconfirmed")
+    return Named(status, True, again["gbps"], reference, allow, first, f"{said}: confirmed")
+
+
+SLOW_NODE = Remediation(
+    "A node slow to every peer has a degraded NIC, cable, switch port or a rate limit of its own; an unconfirmed "
+    "one was slow once and fine against a good node (noise, or a passing load): watch it, do not drain it.",
+    ["ibstat", "ethtool <IFACE> | grep -i speed", "tc qdisc show"],
+)
+SLOW_LINK = Remediation(
+    "A link slow between two otherwise fast nodes is a cable, a switch port or a route between them.",
+    ["ibdiagnet", "perfquery"],
+)
+
+
+def results(look: FirstLook, nodes: dict[int, Named], links: dict[Pair, Named], what: str, metric: str) -> list[Result]:
+    """The node result (a row per node, the worst named first in its summary) and, where any, the link result.
+    `what` says what was measured; `metric` names a node's figure."""
+    rows = [_node_row(look, node, nodes.get(node), metric) for node in sorted(look.figures)]
+    head = f"{len(look.figures)} nodes, {what}; reference {look.reference.value:.3g} GB/s ({look.reference.source})"
+    if look.absolute:
+        head += f" and {look.absolute.value:.3g} GB/s x {look.floor:g} ({look.absolute.source})"
+    head += f"; {look.allow.describe()}"
+    if compare.unstable(look.allow, look.fractions):
+        head += f"; unstable: too noisy to tell a node at {look.fractions.fail:g}x from noise"
+    out = [_node_result(rows, head, look)]
+    if links:
+        out.append(_link_result(look, links, metric))
+    return out
+
+
+def _node_result(rows: list[Row], head: str, look: FirstLook) -> Result:
+    status = worst([r.status for r in rows])
+    if compare.unstable(look.allow, look.fractions) and status == Status.PASS:
+        status = Status.WARN
+    bad = sorted((r for r in rows if r.status != Status.PASS), key=_worst_row)
+    named = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3]) + (
+        f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    )
+    summary = f"{named} ({head})" if bad else head
+    if look.majority:
+        status = Status.FAIL
+        names = ", ".join(look.names[n] for n in look.majority[:5])
+        summary = (
+            f"most nodes ({len(look.majority)} of {len(look.figures)}: {names}) are below the absolute reference: "
+            f"the fabric or the reference is wrong, and no node is drained for it; {summary}"
+        )
+    return Result(status, summary, remediation=SLOW_NODE if bad or look.majority else None, rows=rows)
+
+
+def _worst_row(row: Row) -> tuple[int, float]:
+    ratio = next((m.value / m.expected for m in row.metrics if m.expected), 1.0)
+    return (-SEVERITY[row.status], ratio)
+
+
+def _node_row(look: FirstLook, node: int, named: Named | None, metric: str) -> Row:
+    name = look.names[node]
+    if named is not None:
+        figure = compare.figure(metric, named.value, "GB/s", named.reference, named.allow, {"node": name})
+        return Row(named.status, named.summary, node=name, metrics=[figure], confirmed=named.confirmed)
+    value = look.figures[node]
+    figure = compare.figure(metric, value, "GB/s", look.reference, look.allow, {"node": name})
+    text = f"{value:.3g} GB/s at best, {value / look.reference.value:.2f}x the reference"
+    if node in look.majority:
+        return Row(
+            Status.WARN,
+            f"{text}; below {look.floor:g}x the absolute reference, as are most nodes",
+            node=name,
+            metrics=[figure],
+        )
+    return Row(Status.PASS, text, node=name, metrics=[figure])
+
+
+def _link_result(look: FirstLook, links: dict[Pair, Named], metric: str) -> Result:
+    rows = [
+        Row(
+            named.status,
+            named.summary,
+            node=look.names[src],
+            peer=look.names[dst],
+            confirmed=named.confirmed,
+            metrics=[compare.figure(metric, named.value, "GB/s", named.reference, named.allow, {})],
+        )
+        for (src, dst), named in sorted(links.items())
+    ]
+    note = " (with two nodes the slow end cannot be told)" if len(look.figures) == 2 else ""
+    shown = "; ".join(f"{r.where}: {r.summary}" for r in rows[:3])
+    return Result(
+        worst([r.status for r in rows]), f"slow link {shown}{note}", aspect="links", rows=rows, remediation=SLOW_LINK
+    )

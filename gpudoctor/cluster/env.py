@@ -1,0 +1,157 @@
+"""Where this node stands in a cluster run, read from the launcher's environment (pure: no torch, no store).
+
+torchrun: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (c10d or static rendezvous; the agent's own store).
+srun: SLURM_PROCID and the step's node list, its first node the master. A batch script's own shell (no srun
+step) is not a cluster run, and neither is a world of one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SLURM_PORT_BASE = 29500
+
+
+class ClusterEnvError(ValueError):
+    """The launcher's environment is inconsistent (a usage error)."""
+
+
+@dataclass(frozen=True)
+class ClusterEnv:
+    """Where this node stands in the cluster run, from the launcher's environment."""
+
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    node: str
+    launcher: str  # "torchrun", "slurm" or "env" (RANK/WORLD_SIZE set by hand or by another launcher)
+    run_id: str
+    agent_store: bool = False  # torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT
+    expected: tuple[str, ...] = ()  # node names in rank order, where the launcher says (Slurm's node list)
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def expected_name(self, rank: int) -> str:
+        return self.expected[rank] if rank < len(self.expected) else f"rank {rank}"
+
+
+def detect(environ: Mapping[str, str] = os.environ) -> ClusterEnv | None:
+    """The cluster this process runs in, or None for a single node (no launcher, or a world of one)."""
+    if "RANK" in environ and "WORLD_SIZE" in environ:
+        env = _from_torchrun(environ)
+    elif "SLURM_PROCID" in environ and "SLURM_STEP_NUM_TASKS" in environ:
+        env = _from_slurm(environ)
+    else:
+        return None
+    return env if env.world_size > 1 else None
+
+
+def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int:
+    value = environ.get(name, "")
+    if not value.strip().isdigit() or int(value) < minimum:
+        raise ClusterEnvError(f"{name}={value!r} is not a whole number >= {minimum}")
+    return int(value)
+
+
+def _node_name(environ: Mapping[str, str]) -> str:
+    return environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def _from_torchrun(environ: Mapping[str, str]) -> ClusterEnv:
+    rank, world = _int(environ, "RANK"), _int(environ, "WORLD_SIZE", 1)
+    if rank >= world:
+        raise ClusterEnvError(f"RANK={rank} is outside WORLD_SIZE={world}")
+    if int(environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1:
+        raise ClusterEnvError("cluster mode runs one gpudoctor per node: start it with --nproc-per-node 1")
+    if world > 1 and not environ.get("MASTER_ADDR"):
+        raise ClusterEnvError("MASTER_ADDR is not set: start gpudoctor with torchrun or srun")
+    port = _int(environ, "MASTER_PORT", 1) if world > 1 else 0
+    elastic = "TORCHELASTIC_RUN_ID" in environ
+    run_id = environ.get("TORCHELASTIC_RUN_ID", "env") + "." + environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return ClusterEnv(
+        rank,
+        world,
+        environ.get("MASTER_ADDR", ""),
+        port,
+        _node_name(environ),
+        "torchrun" if elastic else "env",
+        run_id,
+        agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+    )
+
+
+def _from_slurm(environ: Mapping[str, str]) -> ClusterEnv:
+    """Inside an srun step (SLURM_STEP_NUM_TASKS is set only there: a batch script's own environment has
+    SLURM_PROCID=0 too, and must not wait for ranks that never come)."""
+    rank, world = _int(environ, "SLURM_PROCID"), _int(environ, "SLURM_STEP_NUM_TASKS", 1)
+    nodes = environ.get("SLURM_STEP_NUM_NODES")
+    if nodes and int(nodes) != world:
+        raise ClusterEnvError(f"cluster mode runs one task per node: srun gave {world} tasks on {nodes} nodes")
+    nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or ""
+    hosts = expand_hostlist(nodelist)
+    if not hosts:
+        raise ClusterEnvError(f"SLURM_STEP_NODELIST={nodelist!r} names no node")
+    job = environ.get("SLURM_JOB_ID", "0")
+    step = environ.get("SLURM_STEP_ID", "0")
+    default_port = SLURM_PORT_BASE + (int(job) % 1000 if job.isdigit() else 0)
+    port = _int(environ, "MASTER_PORT", 1) if environ.get("MASTER_PORT") else default_port
+    return ClusterEnv(
+        rank,
+        world,
+        environ.get("MASTER_ADDR") or hosts[0],
+        port,
+        _node_name(environ),
+        "slurm",
+        f"slurm.{job}.{step}",
+        expected=tuple(hosts) if len(hosts) == world else (),
+    )
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """A Slurm host list ("gpu[001-003,7],login1") as names: `scontrol show hostnames` where Slurm is
+    installed, else the same expansion done here (ranges keep their zero padding)."""
+    text = text.strip()
+    if not text:
+        return []
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        proc = subprocess.run([scontrol, "show", "hostnames", text], capture_output=True, text=True, check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.split()
+    return [name for part in _top_level_parts(text) for name in _expand_one(part)]
+
+
+def _top_level_parts(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ClusterEnvError(f"host list {text!r} has an unclosed bracket")
+    return [*parts, text[start:]]
+
+
+def _expand_one(pattern: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", pattern)
+    if not match:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    names = []
+    for item in match.group(1).split(","):
+        low, _, high = item.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ClusterEnvError(f"host list range {item!r} in {pattern!r} is not N or N-M")
+        for number in range(int(low), int(high or low) + 1):
+            names += [f"{head}{number:0{len(low)}d}{rest}" for rest in _expand_one(tail)]
+    return names

@@ -1,0 +1,86 @@
+"""A node's whole part in a cluster run, as a library function: the Python API and the command line both
+call `run_node`, and only print what it returns.
+
+Every node runs its own checks and sends its report to rank 0; then every node takes part in the cross-node
+checks at once. Rank 0 builds the cluster report and tells every node its verdict before it ends the run;
+every other node's report carries that verdict (`cluster.verdict`) and exits by it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from gpudoctor import __version__
+from gpudoctor.cluster.context import ClusterContext
+from gpudoctor.cluster.env import ClusterEnvError
+from gpudoctor.cluster.node import node_report, verdict_result, verdicts
+from gpudoctor.cluster.session import Session
+from gpudoctor.cluster.store import STORE_ERRORS
+from gpudoctor.execution import Plan, Report, execute, meta, now
+from gpudoctor.report import document as doc
+
+if TYPE_CHECKING:
+    from gpudoctor.model import Result
+
+# How long rank 0 waits for every node's own report (nodes that stop beating are not waited for).
+REPORT_WAIT_S = {"quick": 120.0, "standard": 1800.0, "full": 3600.0}
+
+
+def report_wait(plan: Plan) -> float:
+    return plan.cluster_settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
+
+
+def run_node(plan: Plan) -> Report:
+    """This node's part. Rank 0 returns the cluster report; any other node its own report with rank 0's
+    verdict about it. Raises ClusterEnvError when the cluster's store cannot be reached."""
+    env, settings = plan.cluster, plan.cluster_settings
+    assert env is not None, "run_node needs a plan made in cluster mode"
+    local = [s for s in plan.specs if "cluster" not in s.needs]
+    across = [s for s in plan.specs if "cluster" in s.needs]
+    started_at, started = now(), time.monotonic()
+    try:
+        session = Session(env, settings["join_timeout"])
+    except STORE_ERRORS as exc:
+        raise ClusterEnvError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
+    session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
+    context = ClusterContext(session, report_wait(plan))
+    cross_node = {s.id for s in across}
+
+    def on_event(event: str, check_id: str, title: str) -> None:
+        if event == "start":
+            session.mark(check_id)
+        elif check_id in cross_node:
+            context.finish(check_id)
+
+    try:
+        own = execute(plan, False, specs=local, on_event=on_event)
+        shared = doc.build(own.results, meta(plan, started_at, started), 0, own.interrupted)
+        shared["exit_code"] = doc.exit_code(own.results, plan.strict, own.interrupted)
+        session.share(node_report(env, shared, plan.facts, sorted(cross_node)))
+        if env.leader:
+            context.nodes = session.roster(settings["join_timeout"], report_wait(plan))
+        joint = execute(plan, False, specs=across, cluster=context, on_event=on_event)
+        interrupted = own.interrupted or joint.interrupted
+        if env.leader:
+            return _lead(plan, context, joint.results, started_at, started, interrupted)
+        verdict = None if interrupted else session.verdict()
+        results = [*own.results, *joint.results, verdict_result(verdict, context.leader_name)]
+        code = doc.exit_code(results, plan.strict, interrupted)
+        return Report(results, doc.build(results, meta(plan, started_at, started), code, interrupted))
+    finally:
+        session.close()
+
+
+def _lead(
+    plan: Plan, context: ClusterContext, results: list[Result], started_at: str, started: float, interrupted: bool
+) -> Report:
+    """Rank 0: the cluster report, and every node's verdict posted before the run ends."""
+    env = plan.cluster
+    assert env is not None
+    document = doc.build_cluster(
+        results, context.node_summaries(), meta(plan, started_at, started), plan.strict, interrupted, env.launcher
+    )
+    by_name = verdicts(document)
+    context.session.announce({m.rank: by_name[m.name] for m in context.nodes if m.rank != env.rank})
+    return Report(results, document)
