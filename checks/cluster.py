@@ -376,30 +376,29 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     return [*results, judge_compute(outcome, p["batch_size"], fractions_of(ctx.settings))]
 
 
-LOCAL_STEPS = 6
+LOCAL_STEPS = 4
 
 
 def judge_compute(outcome: Any, batch: int, fractions: compare.Fractions) -> Result:
-    """Each node's images per second per GPU in the steps without synchronisation (its slowest GPU's),
-    against the median of the nodes'; the allowance from the two halves of those steps."""
-    by_node: dict[str, list[list[float]]] = {}
+    """Each node's images per second per GPU without synchronisation (its slowest GPU's, the better of two
+    passes), against the median of the nodes'; the allowance from the difference between the passes."""
+    by_node: dict[str, list[list[list[float]]]] = {}
     for report in outcome.ranks:
         member = outcome.node_of(report.rank)
         by_node.setdefault(member.name, []).append(report.data["local_step_s"])
-    values, halves = {}, {}
-    for node, steps in by_node.items():
-        slowest = max(steps, key=statistics.median)
-        half = len(slowest) // 2
-        values[node] = batch / statistics.median(slowest)
-        halves[node] = (batch / statistics.median(slowest[:half]), batch / statistics.median(slowest[half:]))
-    if len(values) < 2:
+    passes = {
+        node: tuple(batch / max(statistics.median(rank[k]) for rank in ranks) for k in range(2))
+        for node, ranks in by_node.items()
+    }
+    if len(passes) < 2:
         return Result(Status.SKIP, "one node: nothing to compare its compute with", aspect="per-node")
-    sigma = compare.sigma_between(list(halves.values()))
-    allow = compare.allowance(sigma, len(values), f"between the two halves of {len(halves)} nodes' steps")
+    sigma = compare.sigma_between(list(passes.values()))
+    allow = compare.allowance(sigma, len(passes), f"between the two passes of {len(passes)} nodes", ONE_SHOT_RATE)
+    values = {node: max(pair) for node, pair in passes.items()}
     rows, reference = judge_figure("images_per_s_per_gpu", values, "img/s", fractions, allow)
     head = (
-        f"{len(values)} nodes' compute without synchronisation; median {reference.value:.4g} img/s per GPU; "
-        f"{allow.describe()}"
+        f"{len(values)} nodes' compute without synchronisation, the better of two passes; median "
+        f"{reference.value:.4g} img/s per GPU; {allow.describe()}"
     )
     result = from_rows(
         rows,

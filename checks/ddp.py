@@ -207,6 +207,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     losses = torch.zeros(p["steps"], device=ctx.device)
     grad_error = None
     marks = []
+    local: list[list[float]] = []
     for step in range(p["steps"]):
         ctx.phase(f"train step {step}")
         started = measure.mark(ctx.device)
@@ -228,7 +229,8 @@ def worker(ctx: RankContext) -> dict[str, Any]:
             optimizer.step()
         losses[step] = loss.detach().float()
         marks.append((started, measure.mark(ctx.device)))
-    local = local_steps(ctx, ddp, p, pool) if p.get("local_steps") else []
+        if p.get("local_steps") and step in (p["warmup"] - 1, p["steps"] - 1):
+            local.append(local_steps(ctx, ddp, p, pool))
     ctx.phase("gather results")
     if ctx.fault_here("params", "corrupt"):
         with torch.no_grad():
@@ -252,7 +254,8 @@ def worker(ctx: RankContext) -> dict[str, Any]:
 
 def local_steps(ctx: RankContext, ddp: Any, p: dict[str, Any], pool: list[tuple[Any, Any]]) -> list[float]:
     """Seconds per forward and backward pass with DDP's gradient synchronisation off (`no_sync`): this
-    rank's own compute speed, which lockstep training hides behind the slowest rank. Nothing is stepped."""
+    rank's own compute speed, which lockstep training hides behind the slowest rank. Nothing is stepped.
+    Run twice, after the warm-up and after the last step, so each node's figure has two passes."""
     from gpudoctor.api import measure
 
     marks = []

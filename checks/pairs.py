@@ -196,8 +196,11 @@ def _link_status(
 
 def retest_rounds(look: FirstLook) -> list[list[Pair]]:
     """Each suspect link measured again, each suspect node against a distinct good node (worst first), and
-    a few good pairs beside them; as many rounds of disjoint pairs as that takes (rarely more than one)."""
+    a few good pairs beside them (in a round of their own where every good node is a partner), so a
+    re-tested pair is judged against good pairs measured at the same time, under the same load; as many
+    rounds of disjoint pairs as that takes (rarely more than two)."""
     links = list(dict.fromkeys(tuple(sorted(pair)) for pair in look.links))
+    ends = {node for pair in links for node in pair}
     nodes = sorted(look.nodes, key=lambda n: look.figures[n])
     good = look.good
     rounds: list[list[Pair]] = []
@@ -218,9 +221,13 @@ def retest_rounds(look: FirstLook) -> list[list[Pair]]:
             nodes.remove(node)
         if not pairs:
             break
-        free = [g for g in good if g not in used][: 2 * REFERENCE_PAIRS]
+        free = [g for g in good if g not in used and g not in ends][: 2 * REFERENCE_PAIRS]
         rounds.append(pairs + list(zip(free[0::2], free[1::2], strict=False)))
-    return rounds
+    if rounds and not any(set(pair) <= set(good) - ends for r in rounds for pair in r):
+        # Every good node was a partner: good pairs in a round of their own, measured now, not in the first look.
+        spare = [g for g in good if g not in ends][: 2 * REFERENCE_PAIRS]
+        rounds.append(list(zip(spare[0::2], spare[1::2], strict=False)))
+    return [r for r in rounds if r]
 
 
 @dataclass
@@ -244,7 +251,8 @@ class Named:
 @dataclass
 class Retest:
     """The re-test's measurements, and what a re-tested pair is judged against: the good pairs measured the
-    same way in the same rounds (at least two), else the good nodes' own figures from the first look."""
+    same way in the same re-test, else (none could be: fewer than two good nodes) the good nodes' own
+    figures from the first look."""
 
     measured: dict[Pair, dict[str, Any]]
     good_pairs: list[float]
@@ -252,7 +260,7 @@ class Retest:
     tests: int
 
     def reference(self, look: FirstLook) -> compare.Reference:
-        if len(self.good_pairs) >= 2:
+        if self.good_pairs:
             return compare.median_reference(self.good_pairs, "good pairs re-tested alongside")
         good = [look.figures[n] for n in look.good]
         return compare.median_reference(good or list(look.figures.values()), "good nodes' own figures in the ring")
@@ -261,7 +269,7 @@ class Retest:
     def allow(self) -> compare.Allowance:
         """Two figures of like noise compared: the ratio spreads sqrt(1 + 1/m) times as wide as one figure,
         m the figures behind the reference."""
-        behind = len(self.good_pairs) if len(self.good_pairs) >= 2 else 1
+        behind = max(1, len(self.good_pairs))
         return compare.allowance(
             self.sigma * math.sqrt(1 + 1 / behind),
             self.tests,
@@ -330,7 +338,7 @@ def _confirm_link(look: FirstLook, pair: Pair, retest: Retest) -> Named:
     first_value = next(t["gbps"] for t in look.transfers if (t["src"], t["dst"]) == pair)
     first = f"{first_value:.3g} GB/s in the ring"
     allow = retest.allow
-    reference = retest.reference(look) if len(retest.good_pairs) >= 2 else look.link_reference
+    reference = retest.reference(look) if retest.good_pairs else look.link_reference
     again = retest.measured.get(pair)
     if again is None:
         return Named(Status.WARN, False, first_value, reference, allow, first, "not re-tested")

@@ -45,6 +45,12 @@ def build_parser() -> Parser:
         metavar="FILE",
         help="convert an `nvidia-smi -q -x` capture to a snapshot instead of reading this node",
     )
+    drain = sub.add_parser(
+        "drain",
+        help="drain (Slurm) the nodes a cluster report names; resume those gpudoctor drained that now pass",
+    )
+    drain.add_argument("report", metavar="REPORT", help="rank 0's cluster report (--json or -o)")
+    drain.add_argument("--dry-run", action="store_true", help="print the scontrol commands, run nothing")
     baseline = sub.add_parser("baseline", help="save this known-good node's measured figures")
     baseline_sub = baseline.add_subparsers(
         dest="baseline_command", metavar="ACTION", parser_class=Parser, required=True
@@ -240,7 +246,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def _report_own_part(args: argparse.Namespace, plan: probe.Plan, report: probe.Report) -> int:
     """A node other than rank 0: one line on stderr (srun merges every node's output), saying its own verdict
-    and rank 0's about it; its own document only to an -o path that names the node ({node})."""
+    and rank 0's about it; its report files only where their path names the node ({node})."""
     env = plan.cluster
     assert env is not None
     verdict = next(r for r in report.results if r.check_id == VERDICT_CHECK)
@@ -249,10 +255,10 @@ def _report_own_part(args: argparse.Namespace, plan: probe.Plan, report: probe.R
         f"exit {report.exit_code}; {verdict.summary}",
         file=sys.stderr,
     )
-    if args.output and getattr(args, "node_output", False):
-        from gpudoctor.report import document as doc
-
-        _write(Path(args.output), doc.dumps(report.document))
+    for name in probe.REPORT_FILES:
+        if name not in args.own_files:
+            setattr(args, name, None)
+    _write_files(args, report.document)
     return report.exit_code
 
 
@@ -275,13 +281,20 @@ def _show(args: argparse.Namespace, report: probe.Report) -> int:
 
         (render_cluster if "cluster" in document else render)(Console(file=out), document, results, args.verbose)
     out.flush()
+    _write_files(args, document)
+    return code
+
+
+def _write_files(args: argparse.Namespace, document: dict[str, Any]) -> None:
+    from gpudoctor.report import document as doc
+    from gpudoctor.report import monitoring
+
     if args.output:
         _write(Path(args.output), doc.dumps(document))
     if args.junit:
         _write(Path(args.junit), monitoring.junit(document))
     if args.prom_file:
         _write_prometheus(args.prom_file, document)
-    return code
 
 
 def _write_prometheus(path: str, document: dict[str, Any]) -> None:
@@ -302,4 +315,26 @@ def _write(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
-COMMANDS = {"check": cmd_check, "list": cmd_list, "snapshot": cmd_snapshot, "baseline": cmd_baseline}
+def cmd_drain(args: argparse.Namespace) -> int:
+    """Drain what rank 0 named, never a node an administrator holds; resume what gpudoctor drained."""
+    from gpudoctor import slurm
+
+    try:
+        report = slurm.load_report(Path(args.report))
+    except slurm.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    states, problem = slurm.node_states([n["name"] for n in report["cluster"]["nodes"]])
+    if problem and not args.dry_run:
+        raise UsageError(f"cannot read the nodes' state ({problem}): nothing drained")
+    if problem:
+        print(f"gpudoctor: {problem}: an administrator's drain cannot be told apart, nothing resumed", file=sys.stderr)
+    return slurm.apply(slurm.plan(report, states), args.dry_run, print)
+
+
+COMMANDS = {
+    "check": cmd_check,
+    "list": cmd_list,
+    "snapshot": cmd_snapshot,
+    "baseline": cmd_baseline,
+    "drain": cmd_drain,
+}

@@ -31,6 +31,9 @@ class UsageError(Exception):
     """Bad input: printed as one line, exit code 2, no traceback."""
 
 
+REPORT_FILES = ("output", "junit", "prom_file")  # the options that name a report file
+
+
 def plan(args: Any, cluster_mode: bool = False) -> Plan:
     """Everything that can be wrong with the input is found here, before any check runs."""
     from gpudoctor import config as config_mod
@@ -67,10 +70,11 @@ def plan(args: Any, cluster_mode: bool = False) -> Plan:
         raise UsageError(str(exc)) from None
     if env is None:  # cluster checks only where asked for by name: elsewhere they would only skip
         specs = [s for s in specs if "cluster" not in s.needs or any(p in (s.id, s.area) for p in options.only)]
-    elif getattr(args, "output", None):
-        args.node_output = "{node}" in args.output  # other nodes write only to a path of their own
-        args.output = args.output.replace("{node}", env.node)
-    for path in (getattr(args, name, None) for name in ("output", "junit", "prom_file")):
+    else:  # every node writes the report files whose path names the node; rank 0 writes all of them
+        args.own_files = [name for name in REPORT_FILES if "{node}" in (getattr(args, name, None) or "")]
+        for name in args.own_files:
+            setattr(args, name, getattr(args, name).replace("{node}", env.node))
+    for path in (getattr(args, name, None) for name in REPORT_FILES):
         require_writable(path)
     facts, source = gather_facts(args.from_file, sources_for(specs))
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))

@@ -104,12 +104,10 @@ class Hosts:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
 
-    def pids(self) -> list[int]:
-        found = []
-        for i in range(len(self.names)):
-            out = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
-            found += [int(p) for p in out.split()]
-        return found
+    def pids_of(self, i: int) -> list[int]:
+        """Every process in host i's network namespace."""
+        out = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
 
     def remove(self) -> None:
         for i in range(len(self.names)):

@@ -1,15 +1,22 @@
-"""Cluster mode for real: hosts are network namespaces made here (tests/netns.py), one gpudoctor per host started
-by torchrun (c10d or static rendezvous) or with the environment srun gives, gloo between them. A healthy
-cluster; a host whose link is rate-limited with tc; a host killed mid-run; a host that hangs; a host with
-another NCCL setting; a host that never joins. Skipped, with the reason, where namespaces cannot be made."""
+"""Cluster mode for real: hosts are network namespaces made here (tests/netns.py), one gpudoctor per host
+started by torchrun (c10d or static rendezvous) or with the environment srun gives, gloo between them. A
+healthy cluster (one node through the Python API); one slow node of three and two adjacent slow nodes of
+five, rate-limited both ways with tc, named and drained and told so; a busy healthy cluster that names no
+node; a host killed mid-run; a host with another NCCL setting; a host that never joins; a host that hangs.
+The judges run with their default fractions: these hosts share two cores, and the noise allowance they
+measure is what keeps a healthy host from being named. Skipped, with the reason, where namespaces cannot
+be made."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +26,29 @@ from netns import Hosts, HostsUnavailable
 
 from gpudoctor.report import document as doc
 
-# Two cores run every host here, so link figures move by a quarter between runs: the tests judge at 0.6 and
-# 0.3 of the median instead of 0.8 and 0.5 (a host limited by tc is 20 times slower).
-TOLERANT = "[checks.cluster.links]\nstraggler_fraction = 0.6\nfail_fraction = 0.3\n"
+# Smaller transfers and fewer repetitions than a GPU cluster's defaults: the judging does not depend on the
+# size, and two cores run every host. A node that does not join within 20 s is named.
+LEAN = """
+[checks.cluster.nodes]
+join_timeout = 20.0
+[checks.cluster.links]
+bytes = 4194304
+warmup = 1
+iters = 6
+[checks.cluster.allreduce]
+warmup = 1
+iters = 6
+pair_bytes = 1048576
+[checks.cluster.ddp]
+steps = 8
+[checks.allreduce.bandwidth]
+warmup = 2
+iters = 6
+[checks.ddp.train]
+steps = 6
+scaling = false
+"""
+SLOW = "100mbit"  # about 80 times slower than gloo between these hosts
 
 
 @dataclass
@@ -66,22 +93,36 @@ def srun_env(hosts: Hosts, i: int, tasks: int) -> dict[str, str]:
     }
 
 
+# One node of a cluster run through the Python API: it prints nothing but writes its report where told.
+API_NODE = """
+import json, sys
+from gpudoctor import probe
+report = probe.run(only=sys.argv[2:], config=sys.argv[1], cluster=True)
+open(sys.argv[1].replace("cluster.toml", f"out/api-{report.document['host']}.json"), "w").write(
+    json.dumps(report.document))
+sys.exit(report.exit_code)
+"""
+
+
 def run(
     hosts: Hosts,
     tmp_path: Path,
     args: list[str],
-    launcher: str = "torchrun",
+    launcher: str = "srun",
     env: dict[int, dict[str, str]] | None = None,
     start: list[int] | None = None,
     while_running: object = None,
+    api: tuple[int, ...] = (),
     limit_s: float = 420,
 ) -> tuple[dict[str, Node], dict]:
-    """Start gpudoctor on the hosts, wait for all, and return each node and rank 0's cluster report."""
+    """Start gpudoctor on the hosts (the ones in `api` through the Python API), wait for all, and return each
+    node and rank 0's cluster report."""
     config = tmp_path / "cluster.toml"
-    config.write_text(TOLERANT + "[checks.cluster.nodes]\njoin_timeout = 20.0\n")
+    config.write_text(LEAN)
     out = tmp_path / "out"
     out.mkdir()
-    argv = ["check", *args, "--config", str(config), "--json", "-o", str(out / "{node}.json")]
+    files = ["--json", "-o", str(out / "{node}.json"), "--prom-file", str(out / "{node}.prom")]
+    argv = ["check", *args, "--config", str(config), *files]
     procs = {}
     for i in start if start is not None else range(len(hosts.names)):
         node_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "NO_COLOR": "1", **(env or {}).get(i, {})}
@@ -90,6 +131,9 @@ def run(
         else:
             node_env.update(srun_env(hosts, i, len(hosts.names)))
             command = [str(Path(sys.executable).with_name("gpudoctor")), *argv]
+        if i in api:
+            only = args[args.index("--only") + 1 :]
+            command = [sys.executable, "-c", API_NODE, str(config), *only]
         procs[i] = hosts.start(i, command, node_env, tmp_path / f"{hosts.names[i]}.log")
     if callable(while_running):
         while_running()
@@ -99,7 +143,7 @@ def run(
     nodes = {}
     for i, proc in procs.items():
         name = hosts.names[i]
-        path = out / f"{name}.json"
+        path = out / (f"api-{name}.json" if i in api else f"{name}.json")
         report = json.loads(path.read_text()) if path.exists() else {}
         nodes[name] = Node(name, proc.returncode, (tmp_path / f"{name}.log").read_text(), report)
     leader = next(n.report for n in nodes.values() if "cluster" in n.report)
@@ -119,34 +163,122 @@ def by_label(report: dict) -> dict[str, dict]:
     return {c["check_id"] + (":" + c["aspect"] if c["aspect"] else ""): c for c in report["checks"]}
 
 
+def verdict(node: Node) -> dict:
+    return next(c for c in node.report["checks"] if c["check_id"] == "cluster.verdict")
+
+
+def scrape(textfile_dir: Path) -> str:
+    """node_exporter's textfile collector over that folder, scraped once over HTTP on loopback."""
+    exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if exporter is None:
+        pytest.skip("node_exporter is not installed (Debian: prometheus-node-exporter)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    flags = [f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile"]
+    proc = subprocess.Popen(
+        [exporter, *flags, f"--collector.textfile.directory={textfile_dir}"], stderr=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(100):
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("node_exporter did not answer")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_three_healthy_nodes_train_together(hosts: Hosts, tmp_path: Path) -> None:
-    nodes, leader = run(hosts, tmp_path, ["--only", "cluster", "system.shm"])
+    """One node runs through the Python API (probe.run(cluster=True)): cluster mode is a library function."""
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster", "system.shm"], api=(1,))
     results = by_label(leader)
-    assert sorted(n["name"] for n in leader["cluster"]["nodes"]) == hosts.names
-    assert leader["cluster"]["failed_nodes"] == [] and leader["cluster"]["stragglers"] == []
+    cluster = leader["cluster"]
+    assert sorted(n["name"] for n in cluster["nodes"]) == hosts.names
+    assert cluster["failed_nodes"] == [] and cluster["stragglers"] == [] and cluster["links"] == []
+    assert all(n["verdict"]["status"] == "pass" for n in cluster["nodes"])
     assert results["cluster.nodes"]["status"] == "pass"
     assert results["cluster.skew"]["status"] == "pass"
-    assert results["cluster.links"]["status"] == "pass"
+    assert results["cluster.links"]["status"] in ("pass", "warn"), "warn only: unstable, or unconfirmed"
+    assert "noise allowance" in results["cluster.links"]["summary"]
     assert results["cluster.allreduce"]["status"] == "pass" and "3 nodes" in results["cluster.allreduce"]["summary"]
+    assert results["cluster.allreduce:per-node"]["status"] in ("pass", "warn")
     assert results["cluster.ddp:params-identical"]["summary"] == "parameters identical on all 3 ranks"
     assert results["cluster.ddp:gradient-matches"]["status"] == "pass"
-    assert all(n["checks"][0]["check_id"] == "system.shm" for n in leader["cluster"]["nodes"])
+    assert results["cluster.ddp:per-node"]["status"] in ("pass", "warn")
+    assert all(n["checks"][0]["check_id"] == "system.shm" for n in cluster["nodes"])
     assert [n.returncode for n in nodes.values()] == [0, 0, 0]
-    others = [n for n in nodes.values() if "cluster" not in n.report]
-    assert len(others) == 2 and all(n.report["checks"] for n in others), "other nodes write their own {node} file"
+    api_node = nodes["node-1"]
+    assert "cluster" not in api_node.report and verdict(api_node)["status"] == "pass"
+    assert api_node.log.strip() == "" or "gpudoctor:" not in api_node.log, "the library prints nothing"
     assert no_process_left(hosts, [0, 1, 2]) == []
+    # Rank 0's Prometheus file: every series of a node's own checks carries the node, so none overwrites another.
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    shutil.copy(tmp_path / "out" / "node-0.prom", textfile / "gpudoctor.prom")
+    scraped = scrape(textfile).splitlines()
+    assert "node_textfile_scrape_error 0" in scraped
+    for name in hosts.names:
+        assert f'gpudoctor_check_status{{aspect="",check="system.shm",node="{name}",status="pass"}} 1' in scraped
 
 
-def test_a_rate_limited_link_is_found_as_the_straggler_and_only_it(hosts: Hosts, tmp_path: Path) -> None:
-    hosts.limit(2, "400mbit")
+def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path: Path) -> None:
+    """The issue's case: node-2 limited both ways to 100 Mbit/s; the median of transfers was the slow rate and
+    no node was named. Its own exit code and Prometheus file now carry rank 0's verdict."""
+    hosts.limit(2, SLOW)
     nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links"])
-    assert leader["cluster"]["stragglers"] == ["node-2"]
-    assert leader["cluster"]["failed_nodes"] == ["node-2"]
-    stragglers = by_label(leader)["cluster.links:stragglers"]
-    assert [r["node"] for r in stragglers["rows"]] == ["node-2"] and "x the median" in stragglers["summary"]
+    cluster = leader["cluster"]
+    assert cluster["failed_nodes"] == ["node-2"] and cluster["stragglers"] == ["node-2"]
+    assert cluster["unconfirmed"] == [] and cluster["links"] == []
+    row = next(r for r in by_label(leader)["cluster.links"]["rows"] if r["node"] == "node-2")
+    assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"]
+    (figure,) = row["metrics"]
+    assert "noise allowance" in figure["expected_source"] and figure["value"] < 0.1 * figure["expected"]
+    assert cluster["findings"][0]["node"] == "node-2"
     assert leader["exit_code"] == 1
-    if "cluster" not in nodes["node-2"].report:
-        assert nodes["node-2"].returncode == 0, "its own part passed: the cluster report names it"
+    others = {n.name: n for n in nodes.values() if "cluster" not in n.report}
+    if "node-2" in others:
+        assert others["node-2"].returncode == 1 and verdict(others["node-2"])["status"] == "fail"
+        assert "names this node (drain it): cluster.links:" in others["node-2"].log
+        prom = (tmp_path / "out" / "node-2.prom").read_text()
+        assert 'gpudoctor_check_status{aspect="",check="cluster.verdict",status="fail"} 1.0' in prom
+    healthy = next(n for name, n in others.items() if name != "node-2")
+    assert healthy.returncode == 0 and verdict(healthy)["status"] == "pass"
+
+
+@pytest.mark.parametrize("hosts", [5], indirect=True)
+def test_two_adjacent_slow_nodes_of_five_are_both_named(hosts: Hosts, tmp_path: Path) -> None:
+    """The issue's case: node-2 and node-3, ring neighbours, both slow; 6 of 10 ring transfers touched them."""
+    hosts.limit(2, SLOW)
+    hosts.limit(3, SLOW)
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links"])
+    cluster = leader["cluster"]
+    assert cluster["failed_nodes"] == ["node-2", "node-3"]
+    assert cluster["links"] == [] and not set(cluster["unconfirmed"]) & {"node-0", "node-1", "node-4"}
+    assert {n.name: n.returncode for n in nodes.values()} == {
+        "node-0": 1,
+        "node-1": 0,
+        "node-2": 1,
+        "node-3": 1,
+        "node-4": 0,
+    }, "rank 0 exits 1 for the cluster; each other node by rank 0's verdict about it"
+
+
+def test_a_busy_healthy_cluster_names_no_node(hosts: Hosts, tmp_path: Path) -> None:
+    """The issue's case: three healthy nodes at the standard level on a busy machine named node1 a straggler
+    from noisy figures. Here a process keeps one of the two cores busy throughout."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        args = ["--level", "standard", "--only", "cluster", "allreduce.bandwidth", "ddp.train", "system.shm"]
+        nodes, leader = run(hosts, tmp_path, args, limit_s=600)
+    finally:
+        burner.kill()
+        burner.wait()
+    cluster = leader["cluster"]
+    assert cluster["failed_nodes"] == [] and cluster["stragglers"] == [] and cluster["links"] == []
+    assert [n.returncode for n in nodes.values()] == [0, 0, 0]
 
 
 def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_path: Path) -> None:
@@ -165,6 +297,7 @@ def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_
         hosts,
         tmp_path,
         ["--only", "cluster.allreduce", "--timeout", "120"],
+        launcher="torchrun",
         while_running=kill_node_2_once_its_workload_runs,
     )
     assert leader["cluster"]["failed_nodes"] == ["node-2"]
@@ -191,7 +324,7 @@ def test_a_node_with_another_nccl_setting_is_named_as_skew(hosts: Hosts, tmp_pat
 
 def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_path: Path) -> None:
     started = time.monotonic()
-    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.nodes"], launcher="srun", start=[0, 1])
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.nodes"], start=[0, 1])
     lost = {n["name"]: n["lost"] for n in leader["cluster"]["nodes"]}
     assert lost == {"node-0": None, "node-1": None, "node-2": "never joined within 20 s"}
     assert leader["cluster"]["failed_nodes"] == ["node-2"] and leader["exit_code"] == 1
@@ -200,12 +333,14 @@ def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_p
     assert no_process_left(hosts, [0, 1]) == []
 
 
-def test_a_node_that_hangs_is_named_when_its_time_runs_out(hosts: Hosts, tmp_path: Path) -> None:
+def test_a_node_that_hangs_is_named_with_the_time_it_took(hosts: Hosts, tmp_path: Path) -> None:
     hang = {2: {"GPUDOCTOR_INJECT_FAULT": "rank=2,kind=hang,at=links"}}
-    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links", "--timeout", "40"], launcher="srun", env=hang)
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links", "--timeout", "40"], env=hang)
     links = by_label(leader)["cluster.links"]
     assert links["status"] == "timeout"
-    assert links["summary"].startswith("rank 2 on node-2 (in 'links round 0') never arrived")
+    assert links["summary"].startswith("rank 2 on node-2 (in 'links probe round 0') never arrived")
+    assert "the workload gave up after" in links["summary"]
     assert leader["cluster"]["failed_nodes"] == ["node-2"]
-    assert [nodes[n].returncode for n in ("node-1", "node-2")] == [0, 0], "only rank 0's report drains"
+    assert nodes["node-1"].returncode == 0, "a node that only waited for the hung one is not drained"
+    assert nodes["node-2"].returncode == 1, "the hung node learns it is named"
     assert no_process_left(hosts, [0, 1, 2]) == []

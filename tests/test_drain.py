@@ -1,0 +1,122 @@
+"""`gpudoctor drain REPORT`: drains what rank 0 named (tagged "gpudoctor:"), never a node an administrator
+holds, resumes only what gpudoctor drained, and says so in one line when it may not or cannot; against
+stand-ins for sinfo and scontrol on the PATH that record their calls. Under a real Slurm: tests/test_slurm.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import gpudoctor
+
+from gpudoctor.model import Metric, Result, Row, Status
+from gpudoctor.report import document as doc
+
+SLOW = [Metric("node_link_bandwidth", 0.01, "GB/s", expected=1.0, expected_source="upper quartile")]
+
+
+def cluster_report(tmp_path: Path) -> Path:
+    """n1 never joined; n2 slow (named by cluster.links); n0, n3, n4 fine."""
+    results = [
+        Result(
+            Status.FAIL,
+            "n2 slow",
+            rows=[Row(Status.FAIL, "slow, confirmed", node="n2", metrics=SLOW, confirmed=True)],
+            check_id="cluster.links",
+            title="Links between nodes",
+        )
+    ]
+    nodes = [{"name": n, "rank": i, "status": "pass", "exit_code": 0, "checks": []} for i, n in enumerate(("n0", "n2"))]
+    nodes.insert(1, {"name": "n1", "rank": 1, "lost": "never joined within 20 s", "exit_code": None, "status": "error"})
+    nodes += [{"name": n, "rank": i, "status": "pass", "exit_code": 0, "checks": []} for i, n in ((3, "n3"), (4, "n4"))]
+    meta = {"host": "n0", "started_at": "2026-11-23T10:00:00+00:00", "duration_s": 1.0, "level": "standard"}
+    document = doc.build_cluster(results, nodes, {**meta, "source": "live"}, False, False, "slurm")
+    jsonschema.validate(document, doc.schema())
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def slurm_stand_ins(tmp_path: Path, states: str, scontrol_fails: str = "") -> tuple[dict[str, str], Path]:
+    """sinfo printing `states` (node|state|reason lines) and scontrol recording its calls (or failing)."""
+    folder, calls = tmp_path / "bin", tmp_path / "calls"
+    folder.mkdir()
+    (folder / "sinfo").write_text(f"#!/bin/sh\nprintf '{states}'\n")
+    failing = f'echo "{scontrol_fails}" >&2; exit 1\n' if scontrol_fails else ""
+    (folder / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n{failing}')
+    for tool in ("sinfo", "scontrol"):
+        (folder / tool).chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}, calls
+
+
+STATES = (
+    "n0|idle|none\\nn1|idle|none\\nn2|allocated|none\\n"
+    "n3|drained|gpudoctor: health.xid\\nn4|drained|admin: fan replaced\\n"
+)
+
+
+def test_drains_the_named_resumes_its_own_and_keeps_an_administrators(tmp_path: Path) -> None:
+    report = cluster_report(tmp_path)
+    env, calls = slurm_stand_ins(tmp_path, STATES)
+    proc = gpudoctor("drain", str(report), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert calls.read_text().splitlines() == [
+        "update NodeName=n1 State=DRAIN Reason=gpudoctor: lost: never joined within 20 s",
+        "update NodeName=n2 State=DRAIN Reason=gpudoctor: cluster.links",
+        "update NodeName=n3 State=RESUME",
+    ], "n4 is an administrator's: not resumed"
+    assert "resume n3 (gpudoctor drained it; it passes now)" in proc.stdout
+
+
+def test_an_administrators_drain_of_a_failed_node_is_kept(tmp_path: Path) -> None:
+    report = cluster_report(tmp_path)
+    env, calls = slurm_stand_ins(tmp_path, STATES.replace("n2|allocated|none", "n2|drained|admin: PSU swap"))
+    proc = gpudoctor("drain", str(report), env=env)
+    assert "update NodeName=n2" not in calls.read_text()
+    assert "leave n2 as it is: an administrator holds it (admin: PSU swap)" in proc.stdout
+
+
+def test_dry_run_prints_the_commands_and_runs_none(tmp_path: Path) -> None:
+    report = cluster_report(tmp_path)
+    env, calls = slurm_stand_ins(tmp_path, STATES)
+    proc = gpudoctor("drain", str(report), "--dry-run", env=env)
+    assert proc.returncode == 0 and not calls.exists()
+    assert "scontrol update NodeName=n2 State=DRAIN 'Reason=gpudoctor: cluster.links'" in proc.stdout
+
+
+def test_without_the_right_it_says_it_could_not_and_fails(tmp_path: Path) -> None:
+    report = cluster_report(tmp_path)
+    env, _ = slurm_stand_ins(tmp_path, STATES, scontrol_fails="slurm_update error: Invalid user id")
+    proc = gpudoctor("drain", str(report), env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "could not drain n2 (gpudoctor: cluster.links): slurm_update error: Invalid user id" in proc.stdout
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_sinfo_failing_is_one_line_even_dry(tmp_path: Path, dry_run: bool) -> None:
+    report = cluster_report(tmp_path)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "sinfo").write_text("#!/bin/sh\necho 'sinfo: error: Unable to contact slurm controller' >&2\nexit 1\n")
+    (folder / "sinfo").chmod(0o755)
+    proc = gpudoctor("drain", str(report), *(["--dry-run"] if dry_run else []), env={"PATH": f"{folder}:/usr/bin:/bin"})
+    assert "Traceback" not in proc.stderr
+    assert "Unable to contact slurm controller" in proc.stderr
+    if dry_run:
+        assert proc.returncode == 0 and "State=DRAIN" in proc.stdout
+    else:
+        assert proc.returncode == 2 and proc.stderr.strip().endswith("nothing drained")
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"checks": []}', '{"cluster": {"failed_nodes": "n1"}}'])
+def test_a_file_that_is_not_a_cluster_report_is_a_usage_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    proc = gpudoctor("drain", str(path))
+    assert (
+        proc.returncode == 2 and "is not a gpudoctor cluster report" in proc.stderr and "Traceback" not in proc.stderr
+    )
+    assert gpudoctor("drain", str(tmp_path / "missing.json")).returncode == 2
