@@ -223,7 +223,7 @@ def pair_allreduce(ctx: RankContext) -> dict[str, Any]:
     groups = [dist.new_subgroups_by_enumeration(m)[0] if m else None for m in members]
     found: dict[tuple[int, int], list[float]] = {}
     wrong: dict[int, int] = {}
-    for number in range(links.PASSES):
+    for number in range(ctx.params["passes"]):
         for index, (round_pairs, group) in enumerate(zip(rounds, groups, strict=True)):
             ctx.phase(f"pairs pass {number} round {index}")
             dist.barrier()
@@ -319,7 +319,8 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
         "rounds": None,
         "pair_sizes": None,
         "pair_bytes": ctx.settings["pair_bytes"] or PAIR_SIZES[ctx.device],
-        "pair_iters": max(1, work["iters"] // links.PASSES),
+        "pair_iters": max(1, work["iters"] // links.pairs.PASSES),
+        "passes": links.pairs.PASSES,
     }
     first = ctx.run_across(f"{__name__}:across_worker", params, timeout_s=ctx.timeout_s * links.FIRST_SHARE)
     if isinstance(first, Result):

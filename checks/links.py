@@ -22,7 +22,6 @@ WORKER = "gpudoctor.checks.links:measure_links"
 LINK_BYTES = {"cuda": 256 * 2**20, "cpu": 16 * 2**20}  # the largest transfer; a slow pair's is smaller
 PROBE_BYTES = 2**20
 MIN_BYTES = 64 * 1024
-PASSES = 2
 FIRST_SHARE = 0.6  # of the check's time limit: the first look; the re-test gets the rest
 BUDGET_SHARE = 0.5  # of an attempt's time: what its transfers may take by the probe's figures
 RETEST_ROUNDS_BUDGETED = pairs.MAX_RETEST_ROUNDS
@@ -59,7 +58,7 @@ def measure_links(ctx: RankContext) -> dict[str, Any]:
         sizes = _probe(ctx, rounds, me, at, ack)
     sent: dict[tuple[int, int], list[float]] = {}
     wrong: dict[int, int] = {}
-    for number in range(PASSES):
+    for number in range(p["passes"]):
         for index, round_pairs in enumerate(rounds):
             ctx.phase(f"links pass {number} round {index}")
             dist.barrier()
@@ -96,7 +95,7 @@ def _probe(ctx: RankContext, rounds: list[list[pairs.Pair]], me: int, at: dict[i
     everyone: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(everyone, {f"{s}-{d}": v for (s, d), v in found.items()})
     speeds = {tuple(map(int, k.split("-"))): max(v) for mine in everyone for k, v in mine.items()}
-    blocks = PASSES * (len(rounds) + RETEST_ROUNDS_BUDGETED) * 2
+    blocks = (pairs.PASSES * len(rounds) + pairs.RETEST_PASSES * RETEST_ROUNDS_BUDGETED) * 2
     block_s = (ctx.deadline - time.time()) * BUDGET_SHARE / blocks
     reps = p["warmup"] + p["iters"]
     return {
@@ -232,8 +231,9 @@ def links(ctx: CheckContext) -> list[Result] | Result:
         "bytes": ctx.settings["bytes"] or LINK_BYTES[ctx.device],
         "rounds": None,
         "pair_sizes": None,
+        "passes": pairs.PASSES,
     }
-    params["iters"] = max(1, math.ceil(params["iters"] / PASSES))
+    params["iters"] = max(1, math.ceil(params["iters"] / pairs.PASSES))  # the repetitions, over both passes
     first = ctx.run_across(WORKER, params, local_ranks=1, timeout_s=ctx.timeout_s * FIRST_SHARE)
     if isinstance(first, Result):
         return first  # elsewhere than rank 0: this node's own part; on rank 0: the node that failed it
@@ -265,7 +265,7 @@ def confirmed_pairs(
     failed: list[Result] = []
     retest: list[dict[str, Any]] = []
     if rounds:
-        plan = {"rounds": rounds, "pair_sizes": retest_sizes(sizes, rounds)}
+        plan = {"rounds": rounds, "pair_sizes": retest_sizes(sizes, rounds), "passes": pairs.RETEST_PASSES}
         limit = ctx.timeout_s * (1 - FIRST_SHARE)
         again = ctx.run_across(worker, params, local_ranks, plan_params=plan, timeout_s=limit)
         if isinstance(again, Result):

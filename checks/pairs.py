@@ -1,7 +1,8 @@
 """Judging nodes by measurements between pairs of them (pure: no torch), for the cross-node checks.
 
 Nodes are measured in rounds of disjoint pairs: first each with its four nearest ring neighbours (i+-1,
-i+-2: at most six rounds whatever the node count), each directed figure the better of two passes. A node's
+i+-2: at most six rounds whatever the node count), each directed figure the better of two passes (three in
+a re-test). A node's
 figure is the lower of its best send and its best receive: a slow node is slow to every neighbour, while a
 neighbour of it has other, fast, links. Then:
 1. First look: each node's figure against the upper quartile of per-node figures (it stays with the
@@ -28,6 +29,7 @@ FIRST_RATE = 0.2  # the chance that noise makes any healthy node or link a suspe
 CONFIRM_RATE = 0.05  # the chance that a healthy suspect re-tests slow as well
 REFERENCE_PAIRS = 8  # good pairs re-measured beside the suspects in a re-test round, for its reference
 MAX_RETEST_ROUNDS = 3
+PASSES, RETEST_PASSES = 2, 3  # a re-test is few pairs: one more pass, and one passing load cannot confirm
 Pair = tuple[int, int]
 
 
@@ -70,24 +72,24 @@ def node_figures(transfers: list[dict[str, Any]]) -> dict[int, float]:
 
 
 def pass_sigma(transfers: list[dict[str, Any]]) -> float | None:
-    """The log-spread of one pass of a transfer, from the difference between its two passes."""
-    return compare.sigma_between([tuple(t["passes"]) for t in transfers if len(t["passes"]) == 2])
+    """The log-spread of a transfer's figure (its best pass), from the difference between its two best passes:
+    with three passes, one that a passing load took down counts for nothing, as it does in the figure."""
+    best = [sorted(t["passes"], reverse=True)[:2] for t in transfers if len(t["passes"]) >= 2]
+    return compare.sigma_between([(a, b) for a, b in best])
 
 
-def spread(transfers: list[dict[str, Any]], suspects: set[int]) -> tuple[float | None, str]:
-    """The noise of one transfer's figure among the nodes not suspected: the larger of the spread between
-    its two passes and the spread from one transfer to another (healthy links differ, and a busy machine
-    loads rounds unevenly). A slow node's transfers, steady at its limit, would understate it. With too few
-    transfers between nodes not suspected to say, the passes of every transfer."""
-    healthy = [t for t in transfers if t["src"] not in suspects and t["dst"] not in suspects]
-    if len(healthy) < compare.MIN_ACROSS:
-        return pass_sigma(transfers), f"between two passes of {len(transfers)} transfers"
-    between = pass_sigma(healthy) or 0.0
+def spread(transfers: list[dict[str, Any]], clearly_slow: set[int]) -> tuple[float | None, str]:
+    """The noise of one transfer's figure: the larger of the spread between the passes of every transfer (a
+    median of many: with three nodes only two transfers may be healthy, and one passing load in them would
+    hide a slow node) and the spread from one transfer to another among those touching no clearly slow node
+    (healthy links differ, a busy machine loads rounds unevenly, and a slow node's transfers, steady at its
+    limit, would understate it)."""
+    between = pass_sigma(transfers) or 0.0
+    healthy = [t for t in transfers if t["src"] not in clearly_slow and t["dst"] not in clearly_slow]
     across = compare.sigma_across([t["gbps"] for t in healthy]) or 0.0
-    source = f"over {len(healthy)} transfers between nodes not suspected"
     if across > between:
-        return across, f"{source}, from one to another"
-    return between, f"{source}, between two passes"
+        return across, f"from one to another of {len(healthy)} transfers touching no clearly slow node"
+    return between, f"between the passes of {len(transfers)} transfers"
 
 
 @dataclass
@@ -106,6 +108,11 @@ class FirstLook:
     nodes: dict[int, Status] = field(default_factory=dict)
     links: dict[Pair, Status] = field(default_factory=dict)
     majority: list[int] = field(default_factory=list)  # most nodes below the absolute reference
+
+    @property
+    def clearly_slow(self) -> set[int]:
+        """The suspects below the fail fraction (and the allowance)."""
+        return {node for node, status in self.nodes.items() if status == Status.FAIL}
 
     @property
     def good(self) -> list[int]:
@@ -135,8 +142,9 @@ def first_look(
     )
     if len(figures) > 2:
         _suspect_nodes(look)
-        # Judged again with the noise of the nodes not suspected (a slow node's steady transfers hide it).
-        look.allow = _first_allowance(transfers, set(look.nodes), tests)
+        # Judged again with the noise among the nodes that are not clearly slow: a slow node's transfers,
+        # steady at its limit, would understate it.
+        look.allow = _first_allowance(transfers, look.clearly_slow, tests)
         look.nodes, look.majority = {}, []
         _suspect_nodes(look)
     _suspect_links(look)
@@ -278,6 +286,20 @@ class Retest:
         )
 
 
+def _directions(measured: dict[Pair, dict[str, Any]], look: FirstLook) -> float:
+    """The re-test's own noise: how far the two directions of a pair differ (they run one after the other,
+    so a load that comes and goes within a round shows there), over the pairs that are not a suspect link
+    and touch no clearly slow node (either may be slow one way only)."""
+    slow = look.clearly_slow
+    links = {frozenset(pair) for pair in look.links}
+    both = [
+        (measured[(a, b)]["gbps"], measured[(b, a)]["gbps"])
+        for a, b in measured
+        if a < b and (b, a) in measured and not {a, b} & slow and frozenset((a, b)) not in links
+    ]
+    return compare.sigma_between(both) or 0.0
+
+
 def pair_figure(measured: dict[Pair, dict[str, Any]], a: int, b: int) -> float:
     """What two nodes measured together: the slower of the two directions."""
     return min(measured[(a, b)]["gbps"], measured[(b, a)]["gbps"])
@@ -291,8 +313,7 @@ def confirm(look: FirstLook, transfers: list[dict[str, Any]]) -> tuple[dict[int,
     good_pairs = [
         pair_figure(measured, a, b) for a, b in measured if a < b and (b, a) in measured and not {a, b} & suspects
     ]
-    again = spread(transfers, suspects)[0] if len(transfers) >= compare.MIN_ACROSS else None
-    sigma = max(look.allow.sigma, again or 0.0)
+    sigma = max(look.allow.sigma, spread(transfers, look.clearly_slow)[0] or 0.0, _directions(measured, look))
     retest = Retest(measured, good_pairs, sigma, len(look.nodes) + len(look.links))
     nodes = {node: _confirm_node(look, node, retest) for node in look.nodes}
     slow = {node for node, named in nodes.items() if named.confirmed}

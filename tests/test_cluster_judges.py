@@ -308,3 +308,53 @@ def test_outside_cluster_mode_cluster_checks_are_left_out_unless_named() -> None
 def test_a_rank_that_only_lost_a_peer_elsewhere_is_not_this_nodes_fault(error: str, elsewhere: bool) -> None:
     result = LaunchResult(Status.ERROR, "", [RankReport(1, 1, error=error, phase="rendezvous"), RankReport(0, 0)])
     assert caused_elsewhere(result) is elsewhere
+
+
+def thousand_node_report() -> tuple[dict, list[Result]]:
+    """1,000 nodes: two slow (one to drain), one unconfirmed, one lost, a slow link; every node a row."""
+    rows = []
+    for i in range(1000):
+        value = {17: 0.01, 512: 0.7, 900: 0.6}.get(i, 1.0)
+        status = Status.FAIL if i == 17 else Status.WARN if i in (512, 900) else Status.PASS
+        figure = Metric("node_link_bandwidth", value, "GB/s", expected=1.0, expected_source="upper quartile; allowance")
+        rows.append(
+            Row(status, f"{value} GB/s", node=f"gpu{i:04d}", metrics=[figure], confirmed=False if i == 900 else None)
+        )
+    links = Row(Status.WARN, "0.3 GB/s re-tested: confirmed", node="gpu0003", peer="gpu0004", confirmed=True)
+    results = [
+        Result(Status.FAIL, "gpu0017 slow", rows=rows, check_id="cluster.links", title="Links between nodes"),
+        Result(Status.WARN, "slow link", aspect="links", rows=[links], check_id="cluster.links", title="Links"),
+    ]
+    nodes = [{"name": f"gpu{i:04d}", "rank": i, "status": "pass", "exit_code": 0, "checks": []} for i in range(1000)]
+    nodes[42] = {
+        "name": "gpu0042",
+        "rank": 42,
+        "lost": "never joined within 120 s",
+        "exit_code": None,
+        "status": "error",
+    }
+    meta = {"host": "gpu0000", "started_at": "2026-11-23T10:00:00+00:00", "duration_s": 61.0, "level": "standard"}
+    return doc.build_cluster(results, nodes, {**meta, "source": "live"}, False, False, "slurm"), results
+
+
+def test_the_console_report_of_1000_nodes_fits_a_screen_and_names_the_worst_first() -> None:
+    from rich.console import Console
+
+    from gpudoctor.report.console import render_cluster
+
+    document, results = thousand_node_report()
+    console = Console(record=True, width=120, file=__import__("io").StringIO())
+    render_cluster(console, document, results)
+    text = console.export_text()
+    assert len(text.splitlines()) < 80
+    assert "1000 nodes (slurm): 2 to drain, 2 named, not drained, 996 fine; 1 lost" in text
+    named = text[text.index("named, worst first") :]
+    assert named.index("gpu0017") < named.index("gpu0042") < named.index("gpu0900") < named.index("gpu0512")
+    assert "node_link_bandwidth 0.01 GB/s against 1 (upper quartile; allowance)" in text
+    assert "drain (failed nodes): gpu0017,gpu0042" in text
+    assert "unconfirmed (re-tested fine: not drained): gpu0900" in text and "slow links: gpu0003 -> gpu0004" in text
+    assert "gpu0700" not in text, "a passing node is not listed without -v"
+    verbose = Console(record=True, width=120, file=__import__("io").StringIO())
+    render_cluster(verbose, document, results, verbose=True)
+    every = verbose.export_text()
+    assert all(f"gpu{i:04d}" in every for i in range(1000))

@@ -172,3 +172,50 @@ def test_sigterm_writes_the_report_and_leaves_no_process(site: Path, tmp_path: P
     assert by_id["site.hang"]["status"] == "skip" and "interrupted" in by_id["site.hang"]["summary"]
     assert "interrupted" in out
     assert alive(recorded(pidfile)) == []
+
+
+def descendants_of(pid: int) -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+
+
+def gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "ready"),
+    [
+        # A site workload whose grandchild starts a session of its own, then hangs.
+        (["--only", "site.hang", "--config", "{config}"], {}, lambda kids: len(kids) >= 2),
+        # gloo ranks of the all-reduce, one of them hung in a collective.
+        (
+            ["--only", "allreduce.bandwidth", "--timeout", "120"],
+            {"GPUDOCTOR_INJECT_FAULT": "rank=1,kind=hang,at=all_reduce"},
+            lambda kids: len(kids) >= 3,
+        ),
+    ],
+    ids=["site-workload", "gloo-ranks"],
+)
+def test_every_child_dies_with_a_killed_gpudoctor(site: Path, tmp_path: Path, args, env, ready) -> None:
+    """SIGKILL runs no handler: the children watch a pipe only gpudoctor holds open (and the ranks have a
+    parent-death signal), so none is left reparented to PID 1 outside the scheduler's tracking."""
+    config = tmp_path / "c.toml"
+    config.write_text("[checks.site.hang]\ntimeout = 120\n")
+    argv = [GPUDOCTOR, "check", "--checks-dir", str(site), *(a.replace("{config}", str(config)) for a in args)]
+    environ = {**__import__("os").environ, "PIDFILE": str(tmp_path / "pids"), **env}
+    proc = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    kids: list[int] = []
+    while time.monotonic() < deadline and not ready(kids := descendants_of(proc.pid)):
+        time.sleep(0.2)
+    assert ready(kids), "the workload never started"
+    time.sleep(1)
+    kids = sorted(set(descendants_of(proc.pid)) | set(recorded(tmp_path / "pids")))
+    proc.kill()
+    proc.wait()
+    assert gone_within(kids, 5) == []

@@ -29,7 +29,7 @@ def full_run(cluster: Cluster, seed: int = 0, absolute: Reference | None = None)
     rng = random.Random(seed)
     transfers = cluster.measure(pairs.neighbour_rounds(list(range(cluster.n))), rng)
     look = pairs.first_look(transfers, names(cluster.n), FRACTIONS, absolute)
-    retest = cluster.measure(pairs.retest_rounds(look), rng)
+    retest = cluster.measure(pairs.retest_rounds(look), rng, pairs.RETEST_PASSES)
     nodes, links = pairs.confirm(look, retest)
     return look, nodes, links, pairs.results(look, nodes, links, "transfers", "node_link_bandwidth")
 

@@ -22,6 +22,8 @@ from fixtures.nodes import lose_gpu, node
 from netns import Hosts, HostsUnavailable
 from slurmhosts import Slurm, slurm_or_skip
 
+pytestmark = pytest.mark.xdist_group("hosts")  # one set of namespace hosts at a time: they share two cores
+
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
 HEALTHY = load_snapshot("h100-sxm-8x")["nvml_calls"]
@@ -183,7 +185,7 @@ def test_a_node_whose_gpudoctor_is_killed_is_named_and_leaves_no_process(
     out.mkdir(mode=0o777)
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "GLOO_SOCKET_IFNAME": "eth0"}
     argv = ["srun", "-N3", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "gpudoctor", "check"]
-    argv += ["--only", "cluster.allreduce", "--timeout", "120", "--json", "-o", f"{out}/{{node}}.json"]
+    argv += ["--only", "cluster.allreduce", "--timeout", "60", "--json", "-o", f"{out}/{{node}}.json"]
     command = ["ip", "netns", "exec", hosts.namespace(0), *argv]
     srun = subprocess.Popen(command, env={**os.environ, **slurm.env, **env}, stdout=subprocess.PIPE, text=True)
     killed = kill_gpudoctor_once_its_workload_runs(hosts, 2)

@@ -67,9 +67,9 @@ def attempt_key(check_id: str, attempt: int) -> str:
 class Session:
     """This node's part in a cluster run."""
 
-    def __init__(self, env: ClusterEnv, connect_s: float) -> None:
+    def __init__(self, env: ClusterEnv, connect_s: float, control: Control | None = None) -> None:
         self.env = env
-        self.control = Control.connect(env, connect_s)
+        self.control = control or Control.connect(env, connect_s)
         self.members: dict[int, Member] = {}
         self._beats_read_at = 0.0
         self._leader_beat: Any = None
@@ -253,11 +253,28 @@ class Session:
                 member.lost = f"stopped answering (no heartbeat for {BEAT_STALE_S:g} s) during {at}"
 
     def lead(self, run: Attempt, participants: list[Member]) -> WorkloadOutcome:
-        """Plan one attempt of a cross-node workload over the participants that are ready (and whose slot
-        rank 0 wins), run rank 0's share, and gather every node's outcome; a node that stops beating is lost,
-        not waited for."""
+        """Plan one attempt of a cross-node workload, run rank 0's share, and gather every node's outcome; a
+        node that stops beating is lost, not waited for."""
+        members, plan = self.plan(run, participants)
+        params = {**run.params, **plan["params"]}
+        span = Span(0, plan["world_size"], plan["master_addr"], plan["port"])
+        mine = launch(run.worker, plan["spans"]["0"][1], run.backend, params, run.timeout_s, span=span)
+        others = [m for m in members if m.rank != 0]
         base = attempt_key(run.check_id, run.attempt)
-        self.control.post(f"ready/{base}/0", {"local_ranks": run.local_ranks})
+        outcomes = self._collect(f"outcome/{base}", others, time.monotonic() + run.timeout_s + OUTCOME_GRACE_S)
+        ranks = list(mine.ranks)
+        for rank in sorted(outcomes):
+            ranks += [RankReport(**r) for r in outcomes[rank].get("ranks", [])]
+        lost = [m for m in others if m.rank not in outcomes]
+        for member in lost:
+            member.lost = member.lost or f"sent no result for {run.check_id} within {run.timeout_s:g} s"
+        return WorkloadOutcome(members, ranks, lost, _overall(ranks, lost, mine.elapsed_s))
+
+    def plan(self, run: Attempt, participants: list[Member]) -> tuple[list[Member], dict[str, Any]]:
+        """Rank 0: the members of an attempt (the participants that said they are ready and whose slot rank 0
+        wins, so never a node that gave up) and the plan it posts for them."""
+        base = attempt_key(run.check_id, run.attempt)
+        self.say_ready(base, {"local_ranks": run.local_ranks})
         ready = self._collect(f"ready/{base}", participants, time.monotonic() + READY_WAIT_S)
         members = [
             m for m in participants if m.rank in ready and "absent" not in ready[m.rank] and self._claimed(base, m.rank)
@@ -277,18 +294,7 @@ class Session:
             "params": {**run.plan_params, "spans": spans},
         }
         self.control.post(f"plan/{base}", plan)
-        span = Span(0, first, plan["master_addr"], plan["port"])
-        params = {**run.params, **plan["params"]}
-        mine = launch(run.worker, spans["0"][1], run.backend, params, run.timeout_s, span=span)
-        others = [m for m in members if m.rank != 0]
-        outcomes = self._collect(f"outcome/{base}", others, time.monotonic() + run.timeout_s + OUTCOME_GRACE_S)
-        ranks = list(mine.ranks)
-        for rank in sorted(outcomes):
-            ranks += [RankReport(**r) for r in outcomes[rank].get("ranks", [])]
-        lost = [m for m in others if m.rank not in outcomes]
-        for member in lost:
-            member.lost = member.lost or f"sent no result for {run.check_id} within {run.timeout_s:g} s"
-        return WorkloadOutcome(members, ranks, lost, _overall(ranks, lost, mine.elapsed_s))
+        return members, plan
 
     def _claimed(self, base: str, rank: int) -> bool:
         return rank == 0 or self.control.claim(f"slot/{base}/{rank}", PLANNED) == PLANNED

@@ -58,7 +58,8 @@ def build_cluster(
     """Rank 0's document: the cross-node results, and a `cluster` object with every node and what the results
     say of them. Drained (`failed_nodes`): lost, failed their own checks, or named by a failing row whose
     suspicion was not refuted by a re-test. `stragglers`: named slow (a figure judged against a reference).
-    `unconfirmed`: slow once, fine when re-tested; never drained. `links`: slow links, never a node's fault.
+    `unconfirmed`: slow once, fine when re-tested; never drained. `links`: slow links whose suspicion held
+    (never a node's fault; an unconfirmed one stays among the findings).
     It exits 1 if any node is to be drained, else by the usual rules over the cross-node results."""
     findings = _findings(results, nodes)
     on_node = [f for f in findings if f["node"] and not f["peer"]]
@@ -98,7 +99,9 @@ def build_cluster(
         "failed_nodes": sorted(failed),
         "stragglers": sorted(stragglers),
         "unconfirmed": sorted(unconfirmed),
-        "links": list(dict.fromkeys(f"{f['node']} -> {f['peer']}" for f in findings if f["peer"])),
+        "links": list(
+            dict.fromkeys(f"{f['node']} -> {f['peer']}" for f in findings if f["peer"] and f["confirmed"] is not False)
+        ),
         "findings": findings,
         "checks": document["checks"],
     }
