@@ -49,6 +49,11 @@ SCENARIOS = [
         3,
     ),
     (
+        "n/2 scattered at 0.6x, sigma 0.10 (a limit)",
+        lambda n, r: Cluster(n, spread_slow(n, max(1, n // 2), 0.6, False, r), sigma=0.1),
+        3,
+    ),
+    (
         "n/2 scattered at 0.3x, sigma 0.15",
         lambda n, r: Cluster(n, spread_slow(n, max(1, n // 2), 0.3, False, r), sigma=0.15),
         3,

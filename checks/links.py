@@ -24,7 +24,7 @@ PROBE_BYTES = 2**20
 MIN_BYTES = 64 * 1024
 FIRST_SHARE = 0.6  # of the check's time limit: the first look; the re-test gets the rest
 BUDGET_SHARE = 0.5  # of an attempt's time: what its transfers may take by the probe's figures
-RETEST_ROUNDS_BUDGETED = pairs.MAX_RETEST_ROUNDS
+RETEST_ROUNDS_BUDGETED = pairs.MAX_RETEST_ROUNDS + 1  # and a round of good pairs alone
 NIC_FLOOR = 0.4  # one rank per node sends through one port: judged at 40 % of its line rate
 SETTINGS = {
     "straggler_fraction": 0.8,

@@ -151,8 +151,8 @@ def first_look(
     return look
 
 
-def _first_allowance(transfers: list[dict[str, Any]], suspects: set[int], tests: int) -> compare.Allowance:
-    sigma, source = spread(transfers, suspects)
+def _first_allowance(transfers: list[dict[str, Any]], clearly_slow: set[int], tests: int) -> compare.Allowance:
+    sigma, source = spread(transfers, clearly_slow)
     return compare.allowance(sigma, tests, source, FIRST_RATE)
 
 

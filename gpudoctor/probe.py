@@ -164,7 +164,7 @@ def perform(chosen: Plan, show_progress: bool = False) -> Report:
     if chosen.cluster is None:
         return single_node(chosen, show_progress)
     from gpudoctor.cluster.env import ClusterEnvError
-    from gpudoctor.cluster.run import run_node
+    from gpudoctor.cluster_mode import run_node
 
     try:
         return run_node(chosen)

@@ -23,6 +23,24 @@ SNAPSHOTS = FIXTURES / "snapshots"
 GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
 
 
+# Cluster runs on namespace hosts: smaller transfers and fewer repetitions than a GPU cluster's defaults (the
+# judging does not depend on the size, and two cores run every host); a node not joined in 20 s is named.
+LEAN_CLUSTER = """
+[checks.cluster.nodes]
+join_timeout = 20.0
+[checks.cluster.links]
+bytes = 4194304
+warmup = 1
+iters = 6
+[checks.cluster.allreduce]
+warmup = 1
+iters = 6
+pair_bytes = 1048576
+[checks.cluster.ddp]
+steps = 8
+"""
+
+
 def load_snapshot(name: str) -> dict[str, Any]:
     return json.loads((SNAPSHOTS / f"{name}.json").read_text())
 

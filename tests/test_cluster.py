@@ -22,34 +22,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import LEAN_CLUSTER
 from netns import Hosts, HostsUnavailable
 
 from gpudoctor.report import document as doc
 
 pytestmark = pytest.mark.xdist_group("hosts")  # one set of namespace hosts at a time: they share two cores
 
-# Smaller transfers and fewer repetitions than a GPU cluster's defaults: the judging does not depend on the
-# size, and two cores run every host. A node that does not join within 20 s is named.
-LEAN = """
-[checks.cluster.nodes]
-join_timeout = 20.0
-[checks.cluster.links]
-bytes = 4194304
-warmup = 1
-iters = 6
-[checks.cluster.allreduce]
-warmup = 1
-iters = 6
-pair_bytes = 1048576
-[checks.cluster.ddp]
-steps = 8
-[checks.allreduce.bandwidth]
-warmup = 2
-iters = 6
-[checks.ddp.train]
-steps = 6
-scaling = false
-"""
 SLOW = "100mbit"  # about 80 times slower than gloo between these hosts
 
 
@@ -120,7 +99,7 @@ def run(
     """Start gpudoctor on the hosts (the ones in `api` through the Python API), wait for all, and return each
     node and rank 0's cluster report."""
     config = tmp_path / "cluster.toml"
-    config.write_text(LEAN)
+    config.write_text(LEAN_CLUSTER)
     out = tmp_path / "out"
     out.mkdir()
     files = ["--json", "-o", str(out / "{node}.json"), "--prom-file", str(out / "{node}.prom")]
@@ -238,9 +217,11 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     """The issue's case: node-2 limited both ways to 100 Mbit/s; the median of transfers was the slow rate and
     no node was named. Its own exit code and Prometheus file now carry rank 0's verdict."""
     hosts.limit(2, SLOW)
-    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links"])
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links", "cluster.allreduce"])
     cluster = leader["cluster"]
     assert cluster["failed_nodes"] == ["node-2"] and cluster["stragglers"] == ["node-2"]
+    per_node = by_label(leader)["cluster.allreduce:per-node"]
+    assert [r["node"] for r in per_node["rows"] if r["status"] == "fail"] == ["node-2"], "the pair all-reduce too"
     assert cluster["unconfirmed"] == [] and cluster["links"] == []
     row = next(r for r in by_label(leader)["cluster.links"]["rows"] if r["node"] == "node-2")
     assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"]

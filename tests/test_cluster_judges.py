@@ -358,3 +358,20 @@ def test_the_console_report_of_1000_nodes_fits_a_screen_and_names_the_worst_firs
     render_cluster(verbose, document, results, verbose=True)
     every = verbose.export_text()
     assert all(f"gpu{i:04d}" in every for i in range(1000))
+
+
+def test_each_node_is_judged_by_its_own_compute_in_the_cross_node_ddp_run() -> None:
+    """Lockstep training runs at the slowest rank's pace on every node; the steps without synchronisation
+    show which node is slow (its slowest GPU, the better of two passes)."""
+    from gpudoctor.cluster.session import Member, WorkloadOutcome
+
+    members = [Member(i, f"n{i}", span=range(2 * i, 2 * i + 2)) for i in range(4)]
+    seconds = {0: 0.10, 1: 0.102, 2: 0.099, 3: 0.25}  # node 3 computes at 0.4x
+    ranks = [
+        RankReport(r, 0, data={"local_step_s": [[seconds[r // 2]] * 4, [seconds[r // 2] * 1.01] * 4]}) for r in range(8)
+    ]
+    outcome = WorkloadOutcome(members, ranks, [], LaunchResult(Status.PASS, "8 ranks finished", ranks))
+    result = checks.judge_compute(outcome, 128, FRACTIONS)
+    assert result.aspect == "per-node" and result.status == Status.FAIL
+    assert [(r.node, r.status) for r in result.rows if r.status != Status.PASS] == [("n3", Status.FAIL)]
+    assert "the better of two passes" in result.summary and "noise allowance" in result.summary

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import fakenvml
 import pytest
-from conftest import load_snapshot
+from conftest import LEAN_CLUSTER, load_snapshot
 from fixtures.nodes import lose_gpu, node
 from netns import Hosts, HostsUnavailable
 from slurmhosts import Slurm, slurm_or_skip
@@ -130,16 +130,6 @@ def test_the_health_check_drains_resumes_its_own_and_keeps_an_administrators(
     assert "drain" not in slurm.states()["node-0"][0]
 
 
-LEAN = """
-[checks.cluster.nodes]
-join_timeout = 20.0
-[checks.cluster.links]
-bytes = 4194304
-warmup = 1
-iters = 6
-"""
-
-
 def test_the_preflight_batch_job_drains_a_slow_node_and_fails(
     hosts: Hosts, tmp_path: Path, library: Path, slurm_cleanup: list
 ) -> None:
@@ -149,7 +139,7 @@ def test_the_preflight_batch_job_drains_a_slow_node_and_fails(
     slurm_cleanup.append(slurm)
     submit_dir = tmp_path / "submit"
     submit_dir.mkdir(mode=0o777)
-    (submit_dir / "lean.toml").write_text(LEAN)
+    (submit_dir / "lean.toml").write_text(LEAN_CLUSTER)
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     env = {"PATH": path, "GLOO_SOCKET_IFNAME": "eth0"}
     argv = ["-N3", "--gpus-per-node=8", str(EXAMPLES / "slurm-preflight.sbatch")]

@@ -65,16 +65,15 @@ class ClusterContext:
         """Rank 0: one attempt over every node (a later attempt over the nodes of the one before), and its
         outcome, or the result naming the node that failed it. Elsewhere: every attempt rank 0 plans, and the
         result of this node's own share (rank 0 judges the whole)."""
+        attempt = self.attempts.get(check_id, 0)
+        run = Attempt(check_id, attempt, worker, params, local_ranks, backend, timeout_s, plan_params or {})
         if not self.leader:
             self.followed.add(check_id)
-            wait_s = self.report_wait_s + timeout_s + READY_WAIT_S
-            outcomes = self.session.follow(check_id, worker, params, local_ranks, backend, wait_s)
+            outcomes = self.session.follow(run, self.report_wait_s + timeout_s + READY_WAIT_S)
             return own_part(outcomes, self.leader_name)
-        attempt = self.attempts.get(check_id, 0)
         self.attempts[check_id] = attempt + 1
         members = [m for m in self.planned.get(check_id, self.participants(check_id)) if m.alive]
         self.session.mark(check_id)
-        run = Attempt(check_id, attempt, worker, params, local_ranks, backend, timeout_s, plan_params or {})
         outcome = self.session.lead(run, members)
         self.planned[check_id] = outcome.members
         return outcome if outcome.result.status == Status.PASS else blame(outcome)

@@ -146,20 +146,13 @@ class Session:
         self.control.post(f"ready/{base}/{self.env.rank}", value)
         self.control.arrive(f"ready/{base}", self.env.rank)
 
-    def follow(
-        self,
-        check_id: str,
-        worker: str,
-        params: dict[str, Any],
-        local_ranks: int,
-        backend: str,
-        wait_s: float,
-    ) -> list[LaunchResult | None]:
+    def follow(self, run: Attempt, wait_s: float) -> list[LaunchResult | None]:
         """Every attempt rank 0 plans for a cross-node check, until it says the check is done: this node's
-        ranks run its share of each, and post what they returned. None for an attempt it was not in."""
+        ranks run its share of each (rank 0's plan adds to `run`'s parameters), and post what they returned.
+        None for an attempt it was not in."""
         outcomes: list[LaunchResult | None] = []
         for attempt in itertools.count():
-            plan = self.take_part(check_id, attempt, local_ranks, wait_s)
+            plan = self.take_part(run.check_id, attempt, run.local_ranks, wait_s)
             if plan is None or plan.get("done"):
                 return outcomes
             if str(self.env.rank) not in plan["spans"]:
@@ -167,8 +160,9 @@ class Session:
                 continue
             first, size = plan["spans"][str(self.env.rank)]
             span = Span(first, plan["world_size"], plan["master_addr"], plan["port"])
-            outcome = launch(worker, size, backend, {**params, **plan["params"]}, plan["timeout_s"], span=span)
-            self._post_outcome(attempt_key(check_id, attempt), outcome)
+            params = {**run.params, **plan["params"]}
+            outcome = launch(run.worker, size, run.backend, params, plan["timeout_s"], span=span)
+            self._post_outcome(attempt_key(run.check_id, attempt), outcome)
             outcomes.append(outcome)
         return outcomes
 
