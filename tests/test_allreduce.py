@@ -181,7 +181,9 @@ def test_baseline_save_and_judge_on_cpu(tmp_path) -> None:
     """A saved known-good figure judges later runs: an impossible baseline fails, the saved one passes."""
     path = tmp_path / "baseline.json"
     config = tmp_path / "only.toml"
-    config.write_text("[checks.ddp.train]\nsteps = 4\nscaling = false\n")
+    config.write_text(
+        "[checks.ddp.train]\nsteps = 4\nscaling = false\n[checks.allreduce.bandwidth]\nwarmup = 2\niters = 5\n"
+    )
     proc = gpudoctor("baseline", "save", str(path), "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     saved = json.loads(path.read_text())
@@ -190,7 +192,8 @@ def test_baseline_save_and_judge_on_cpu(tmp_path) -> None:
     impossible["figures"]["allreduce.bandwidth:busbw"] *= 1000
     fake = tmp_path / "impossible.json"
     fake.write_text(json.dumps(impossible))
-    result = json.loads(gpudoctor("check", "--only", "allreduce", "--json", "--baseline", str(fake)).stdout)
+    args = ("check", "--only", "allreduce", "--json", "--baseline", str(fake), "--config", str(config))
+    result = json.loads(gpudoctor(*args).stdout)
     assert result["checks"][0]["status"] == "fail"
     assert f"baseline {fake}" in result["checks"][0]["summary"]
 
