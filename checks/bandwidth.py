@@ -19,7 +19,7 @@ def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
     host = torch.randn(numel).pin_memory()
     back = torch.empty(numel).pin_memory()
     results = []
-    for index in range(torch.cuda.device_count()):
+    for index in range(measure.cuda_devices()):
         progress("bandwidth", f"GPU {index} host<->device")
         device = torch.device("cuda", index)
         with torch.cuda.device(index):
@@ -55,7 +55,7 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 
     numel = params["bytes"] // 4
     results = []
-    for index in range(torch.cuda.device_count()):
+    for index in range(measure.cuda_devices()):
         progress("bandwidth", f"GPU {index} device memory")
         device = torch.device("cuda", index)
         with torch.cuda.device(index):
@@ -94,7 +94,10 @@ def host_device_row(
         expected_text = f"{text}, expected {h2d_metric.expected} ({h2d_metric.expected_source})"
         return gpu_row(gpu, Status.FAIL, expected_text, metrics)
     if expected is None:
-        return gpu_row(gpu, Status.WARN, f"{text}; PCIe link unknown, not judged", metrics)
+        why = (
+            "a MIG slice's share of the copy engines is not published" if gpu.get("mig_slice") else "PCIe link unknown"
+        )
+        return gpu_row(gpu, Status.WARN, f"{text}; {why}, not judged", metrics)
     return gpu_row(gpu, Status.PASS, text, metrics)
 
 

@@ -361,7 +361,7 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     """The reference DDP run on every GPU of every node: loss falls, replicas identical, gradient right,
     throughput against the GPU's reference; then each node's own compute speed (steps without gradient
     synchronisation, every node at once) against the other nodes'."""
-    capabilities = [tuple(g["compute_capability"]) for g in ctx.gpus if g.get("compute_capability")]
+    capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
     p = {**ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor), "local_steps": LOCAL_STEPS}
     outcome = ctx.run_across("gpudoctor.checks.ddp:worker", p)
     if isinstance(outcome, Result):
@@ -369,7 +369,7 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     ranks = [r.data for r in outcome.ranks]
     expected = expect.pick(
         ctx.baseline("images_per_s_per_gpu"),
-        ddp.reference_figure(ctx.gpus, p, len(ranks)) if ctx.device == "cuda" else None,
+        ddp.reference_figure(ctx.used_gpus, p, len(ranks)) if ctx.device == "cuda" else None,
     )
     results = ddp.judge(ranks, None, p, ctx.device, expected, ctx.settings)
     if any(r.get("oom") for r in ranks):

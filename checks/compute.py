@@ -35,10 +35,10 @@ def gemm_on(device: Any, n: int, precision: str, warmup: int, iters: int) -> dic
 def measure_gemm(params: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from gpudoctor.api import progress
+    from gpudoctor.api import measure, progress
 
     results = []
-    for index in range(torch.cuda.device_count()):
+    for index in range(measure.cuda_devices()):
         row: dict[str, Any] = {"cuda_index": index}
         for precision in ("bf16", "tf32"):
             progress("gemm", f"GPU {index} {precision}")
@@ -69,7 +69,7 @@ def gemm_row(
             note = "" if status == Status.PASS else f" (expected {metric.expected})"
             parts.append(f"{precision} {figure['tflops']:.0f}{note}")
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
-    text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu)
+    text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu, "bf16_tflops")
     return gpu_row(gpu, worst(statuses), text, metrics)
 
 

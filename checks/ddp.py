@@ -489,8 +489,8 @@ def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]] | Result,
 
 def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) -> expect.Expectation | None:
     """NVIDIA DeepLearningExamples ResNet-50 v1.5 AMP figures for the model, per GPU (see hardware.toml)."""
-    if p["model"] != "resnet50" or p["precision"] == "fp32" or not gpus:
-        return None
+    if p["model"] != "resnet50" or p["precision"] == "fp32" or not gpus or gpus[0].get("mig_slice"):
+        return None  # a MIG slice has no published figure: judged against a saved baseline only
     model = gpu_model(gpus[0]) or {}
     key = "resnet50_amp_8gpu" if world >= 8 else "resnet50_amp_1gpu"
     if key not in model:
@@ -517,7 +517,7 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
     Both runs share the check's one time budget: the full run up to MAIN_RUN_SHARE of it, the one-rank
     comparison (half the steps) what is left; a comparison that fails or finds no time says so."""
     deadline = time.monotonic() + ctx.timeout_s
-    capabilities = [tuple(g["compute_capability"]) for g in ctx.gpus if g.get("compute_capability")]
+    capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
     p = resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor)
     ranks = ctx.launch("gpudoctor.checks.ddp:worker", p, timeout_s=ctx.timeout_s * MAIN_RUN_SHARE)
     if isinstance(ranks, Result):
@@ -527,7 +527,7 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
         single = comparison_run(ctx, p, deadline - time.monotonic())
     expected = expect.pick(
         ctx.baseline("images_per_s_per_gpu"),
-        reference_figure(ctx.gpus, p, ctx.world_size) if ctx.device == "cuda" else None,
+        reference_figure(ctx.used_gpus, p, ctx.world_size) if ctx.device == "cuda" else None,
     )
     return judge(ranks, single, p, ctx.device, expected, ctx.settings)
 

@@ -69,10 +69,10 @@ def measure_memory(params: dict[str, Any]) -> dict[str, Any]:
     """In the isolated child: every GPU, a share of its free memory."""
     import torch
 
-    from gpudoctor.api import progress
+    from gpudoctor.api import measure, progress
 
     results = []
-    for index in range(torch.cuda.device_count()):
+    for index in range(measure.cuda_devices()):
         free, _ = torch.cuda.mem_get_info(index)
         words = int(free * params["share"]) // 4
         outcome = test_device(

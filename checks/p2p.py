@@ -26,7 +26,7 @@ def measure_pairs(params: dict[str, Any]) -> dict[str, Any]:
 
     from gpudoctor.api import measure, progress
 
-    count = torch.cuda.device_count()
+    count = measure.cuda_devices()
     numel = params["bytes"] // 4
     pairs = []
     for a in range(count):
@@ -94,8 +94,10 @@ def judge(
         rows.append(gpu_row(a, status, text, [metric, latency]))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
+    if worst_pair is None:
+        return Result(Status.SKIP, "no GPU pair to test: torch can use fewer than 2 GPUs")
     failed = [r for r in rows if r.status == Status.FAIL]
-    metrics = [Metric("p2p_copy_slowest", round(worst_pair["gbps"], 2), "GB/s")] if worst_pair else []
+    metrics = [Metric("p2p_copy_slowest", round(worst_pair["gbps"], 2), "GB/s")]
     access = sum(p["access"] for p in pairs)
     if failed:
         return Result(

@@ -10,10 +10,9 @@ from typing import Any
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.expect import Expectation
-from gpudoctor.facts.identity import with_gpus
+from gpudoctor.facts.identity import used_gpus, with_gpus
 from gpudoctor.facts.nvml import usable
-from gpudoctor.facts.schema import GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
-from gpudoctor.facts.snapshot import SOURCES
+from gpudoctor.facts.schema import SOURCES, GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
 from gpudoctor.isolate import run_isolated
 from gpudoctor.launch import launch
 from gpudoctor.model import Remediation, Result, Status
@@ -94,6 +93,28 @@ class CheckContext:
         return [g for g in self.nvml.get("gpus", []) if usable(g)]
 
     @property
+    def used_gpus(self) -> list[GpuFacts]:
+        """The GPUs workloads run on and are judged against, in torch's order: the physical GPU (with its MIG
+        slice, where it is one) behind each device torch can use; NVML's usable GPUs where torch's facts were
+        not gathered."""
+        if not self.torch.get("importable"):
+            return self.gpus
+        return used_gpus(self.devices, self.gpus)
+
+    def hidden_gpus(self) -> str:
+        """Why torch uses fewer GPUs than NVML sees, in words; empty when it uses them all."""
+        used, seen = len(self.used_gpus), len(self.gpus)
+        if used >= seen:
+            return ""
+        if any(g.get("mig_slice") for g in self.used_gpus):
+            why = "MIG: CUDA gives a process one slice"
+        elif "CUDA_VISIBLE_DEVICES" in self.env:
+            why = f"CUDA_VISIBLE_DEVICES={self.env['CUDA_VISIBLE_DEVICES']}"
+        else:
+            why = "the others are not visible to CUDA"
+        return f"; NVML sees {seen} ({why})"
+
+    @property
     def devices(self) -> list[dict[str, Any]]:
         """The devices torch numbers (cuda:0...), each with the PCI bus id that names its physical GPU."""
         return self.torch.get("devices") or []
@@ -132,7 +153,7 @@ class CheckContext:
     @property
     def world_size(self) -> int:
         if self.device == "cuda":
-            return int(self.torch.get("device_count") or 0)
+            return len(self.used_gpus)
         return int(self.settings.get("cpu_ranks", DEFAULT_CPU_RANKS))
 
     def baseline(self, figure: str) -> Expectation | None:

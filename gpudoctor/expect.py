@@ -228,6 +228,10 @@ def best_ring(n: int, weight: Callable[[int, int], float]) -> list[int]:
 
 
 def pcie_copy_expectation(gpu: dict[str, Any]) -> Expectation | None:
+    """Pinned copies over the GPU's PCIe link; none for a MIG slice (its share of the copy engines is not
+    published)."""
+    if gpu.get("mig_slice"):
+        return None
     gen, width = pcie_link(gpu)
     theory = pcie_gbps(gen, width)
     if not theory:
@@ -252,11 +256,28 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
 
 
 def model_peak(gpu: dict[str, Any], key: str) -> Peak | None:
-    """The GPU model's datasheet figure `key` as a ceiling."""
+    """The GPU model's datasheet figure `key` as a ceiling (a MIG slice's share of it)."""
     model = gpu_model(gpu)
     if not model or key not in model:
         return None
+    if gpu.get("mig_slice"):
+        share = slice_share(gpu, key)
+        return Peak(model[key] * share[0], f"{model['model']} datasheet, {share[1]}") if share else None
     return Peak(float(model[key]), f"{model['model']} datasheet")
+
+
+def slice_share(gpu: dict[str, Any], key: str) -> tuple[float, str] | None:
+    """A MIG slice's share of its GPU for the datasheet figure `key`: memory bandwidth by its share of the
+    memory (a slice owns its memory controllers), compute by its share of the SMs (the table's SM count for
+    the whole GPU); None where a share cannot be told."""
+    mig = gpu.get("mig_slice") or {}
+    if key == "hbm_gbps":
+        part, whole, unit = mig.get("memory_mib"), gpu.get("memory_total_mib"), "MiB"
+    else:
+        part, whole, unit = mig.get("sms"), (gpu_model(gpu) or {}).get("sms"), "SMs"
+    if not part or not whole:
+        return None
+    return part / whole, f"MIG {mig.get('profile')} slice: {part}/{whole} {unit}"
 
 
 def pcie_peak(gpu: dict[str, Any]) -> Peak | None:
@@ -275,8 +296,14 @@ def p2p_peak(a: dict[str, Any], b: dict[str, Any]) -> Peak | None:
     return pcie
 
 
-def unknown_model_note(gpu: dict[str, Any]) -> str:
-    """Said of a GPU the hardware table does not know: its figures are judged against a baseline only."""
+def unknown_model_note(gpu: dict[str, Any], key: str = "hbm_gbps") -> str:
+    """Said of a GPU the hardware table does not know, or a MIG slice whose share of the GPU's figure `key`
+    cannot be told: its figures are judged against a baseline only."""
+    mig = gpu.get("mig_slice")
+    if mig and gpu_model(gpu) is not None:
+        if slice_share(gpu, key) is not None:
+            return ""
+        return f"; a MIG {mig['profile']} slice: its share of the GPU is unknown, judged against a saved baseline only"
     if gpu_model(gpu) is not None:
         return ""
     return f"; {gpu.get('name') or 'this GPU'} is not in the hardware table: judged against a saved baseline only"
@@ -287,4 +314,10 @@ def model_expectation(gpu: dict[str, Any], key: str, kind: str) -> Expectation |
     model = gpu_model(gpu)
     if not model or key not in model:
         return None
-    return Expectation(model[key] * efficiency(kind), f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}")
+    source = f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}"
+    if gpu.get("mig_slice"):
+        share = slice_share(gpu, key)
+        if share is None:
+            return None
+        return Expectation(model[key] * efficiency(kind) * share[0], f"{source} x {share[0]:.3g} ({share[1]})")
+    return Expectation(model[key] * efficiency(kind), source)

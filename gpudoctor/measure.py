@@ -77,6 +77,18 @@ def sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def cuda_devices() -> int:
+    """How many devices CUDA really gives this process. Before CUDA is initialised, torch.cuda.device_count()
+    counts through NVML: every parent GPU of a MIG node (CUDA enumerates one MIG slice), so a loop over it
+    runs past the devices there are. Initialised, torch asks the CUDA runtime."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0
+    torch.cuda.init()
+    return torch.cuda.device_count()
+
+
 def summary(times: list[float]) -> dict[str, float]:
     """Median and spread of repeated timings, in seconds."""
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}

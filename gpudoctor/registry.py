@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.facts.snapshot import SOURCES
+from gpudoctor.facts.schema import SOURCES
 
 LEVELS = ("quick", "standard", "full")
 # A check that names no fact source is given all of them (a plugin written before they existed).

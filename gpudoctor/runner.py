@@ -11,7 +11,7 @@ from typing import Any
 
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.context import CheckContext, Options
-from gpudoctor.facts.snapshot import SOURCES
+from gpudoctor.facts.schema import SOURCES
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
 
@@ -68,13 +68,22 @@ def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
             return "--device cpu was given"
         if ctx.nvml.get("status") != "ok":
             return f"NVML is not available ({ctx.nvml.get('status')}); see driver.nvml"
-        found = len(ctx.gpus)
-        wanted = max(1, spec.min_gpus)
-        if found < wanted:
-            return f"needs at least {wanted} GPU{'s' if wanted > 1 else ''}, found {found}"
         if "live" in needs and ctx.device != "cuda":
             return "torch cannot use the GPUs; see torch.cuda-available"
+        return _too_few_gpus(spec, ctx)
     return None
+
+
+def _too_few_gpus(spec: CheckSpec, ctx: CheckContext) -> str | None:
+    """A workload counts the GPUs torch can use (a CUDA_VISIBLE_DEVICES subset, one MIG slice); a reading
+    of NVML counts NVML's."""
+    wanted = max(1, spec.min_gpus)
+    live = "live" in spec.needs
+    found = len(ctx.used_gpus) if live else len(ctx.gpus)
+    if found >= wanted:
+        return None
+    kind = "GPUs torch can use" if live else "GPUs"
+    return f"needs at least {wanted} {kind}, found {found}{ctx.hidden_gpus() if live else ''}"
 
 
 def _not_gathered(spec: CheckSpec, ctx: CheckContext) -> str | None:

@@ -41,8 +41,23 @@ def gpu_for_cuda_index(cuda_index: int, devices: list[dict[str, Any]], gpus: lis
     device = next((d for d in devices if d.get("index") == cuda_index), {"index": cuda_index})
     gpu = nvml_gpu_for(device, gpus)
     if gpu is not None:
-        return gpu
+        return with_slice(gpu, device)
     return {"index": None, "name": f"cuda:{cuda_index}", "pci_bus_id": device.get("pci_bus_id"), "uuid": None}
+
+
+def with_slice(gpu: dict[str, Any], device: dict[str, Any]) -> dict[str, Any]:
+    """The parent GPU's facts, and where torch's device is a MIG slice of it, the slice: its profile, memory
+    and SMs (what its figures are judged by, never the whole GPU's datasheet)."""
+    if not device.get("mig_profile"):
+        return gpu
+    share = {"profile": device["mig_profile"], "memory_mib": device.get("total_memory_mib"), "sms": device.get("sms")}
+    return {**gpu, "mig_slice": share}
+
+
+def used_gpus(devices: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPUs workloads run on, in torch's order (cuda:0, cuda:1...): a CUDA_VISIBLE_DEVICES subset, a
+    container's share, the one MIG slice CUDA enumerates. A device that failed to answer is not one."""
+    return [gpu_for_cuda_index(d["index"], devices, gpus) for d in devices if not d.get("error")]
 
 
 def with_gpus(

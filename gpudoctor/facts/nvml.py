@@ -171,6 +171,16 @@ PROCESS_LISTS = (
     ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
 )
 NO_MIG_INSTANCE = 0xFFFFFFFF
+# nvmlNvlinkVersion_t: NVML's code for an NVLink's version -> the NVLink generation (2.2 is NVLink 2, 3.1 is
+# NVLink 3). nvml.h: NVML_NVLINK_VERSION_1_0 = 1, 2_0 = 2, 2_2 = 3, 3_0 = 4, 3_1 = 5, 4_0 = 6, 5_0 = 7, 6_0 = 8.
+NVLINK_GENERATIONS = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+
+
+def nvlink_generation(code: int | None) -> int | None:
+    """The NVLink generation of NVML's version code; None for NVML_NVLINK_VERSION_INVALID or a newer code."""
+    return NVLINK_GENERATIONS.get(code) if code is not None else None
+
+
 # nvmlIntNvLinkDeviceType_t: what the far end of an NVLink is.
 NVLINK_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 
@@ -388,7 +398,7 @@ class Gateway:
                 {
                     "link": link,
                     "active": bool(active),
-                    "version": self.q("nvmlDeviceGetNvLinkVersion", d, link),
+                    "version": self.q("nvmlDeviceGetNvLinkVersion", d, link, convert=nvlink_generation),
                     "remote_type": self.q(
                         "nvmlDeviceGetNvLinkRemoteDeviceType", d, link, convert=NVLINK_REMOTE_TYPES.get
                     ),

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.facts.nvml import CLOCK_EVENT_REASONS, COMPUTE_MODES
-from gpudoctor.facts.snapshot import SCHEMA, SCHEMA_VERSION
+from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION
 
 ROOT = "nvidia_smi_log"
 DTD_PATTERN = re.compile(r"nvsmi_device_v(\d+)\.dtd")

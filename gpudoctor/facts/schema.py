@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+SCHEMA = "gpudoctor.snapshot"
+# Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
+# program. Checks declare which they need (registry), and only those are gathered.
+SOURCES = ("nvml", "torch", "system", "kernel_log", "nvcc")
+# 2: NVML enums and bitmasks decoded to names; sources gathered on demand. 3: an NVLink's `version` is the
+# NVLink generation (NVML's nvmlNvlinkVersion_t code decoded), not the code.
+SCHEMA_VERSION = 3
+
 
 class Process(TypedDict, total=False):
     pid: int
@@ -20,7 +28,7 @@ class Process(TypedDict, total=False):
 class NvLink(TypedDict, total=False):
     link: int
     active: bool
-    version: int | None
+    version: int | None  # the NVLink generation (1..6), decoded from NVML's NVML_NVLINK_VERSION_* code
     remote_type: str | None  # "gpu", "switch", "ibmnpu"
     remote_pci_bus_id: str | None
     replay: int | None

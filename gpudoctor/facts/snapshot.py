@@ -14,13 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES
 from gpudoctor.files import read_json
 
-SCHEMA = "gpudoctor.snapshot"
-# Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
-# program. Checks declare which they need (registry), and only those are gathered.
-SOURCES = ("nvml", "torch", "system", "kernel_log", "nvcc")
-SCHEMA_VERSION = 2  # 2: NVML enums and bitmasks decoded to names; sources gathered on demand
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
 
@@ -101,9 +97,17 @@ def read_capture(path: Path) -> dict[str, Any]:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """A version 1 snapshot held NVML enums as numbers: its recorded calls replay into today's facts."""
-    if data["schema_version"] == 1 and data["nvml_calls"]:
+    """Older snapshots into today's facts: version 1 held NVML enums as numbers, versions 1 and 2 NVML's
+    NVLink version code as if it were the generation. Recorded calls replay through today's gateway; without
+    them, the NVLink codes are decoded in place."""
+    if data["schema_version"] < SCHEMA_VERSION and data["nvml_calls"]:
         data["nvml"] = replay_nvml(data)
+    elif data["schema_version"] < 3:
+        from gpudoctor.facts.nvml import nvlink_generation
+
+        for gpu in (data["nvml"] or {}).get("gpus") or []:
+            for link in gpu.get("nvlinks") or []:
+                link["version"] = nvlink_generation(link.get("version"))
     data["schema_version"] = SCHEMA_VERSION
     return data
 

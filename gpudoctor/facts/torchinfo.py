@@ -7,6 +7,7 @@ a finding with its real cause instead of a dead tool.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -69,13 +70,21 @@ def _cuda(torch: Any) -> dict[str, Any]:
             torch.cuda.init()
         except Exception as exc:
             init_error = str(exc).strip()
-    devices = [_device(torch, i) for i in range(torch.cuda.device_count())] if available else []
+    devices = [_device(torch, i) for i in range(_runtime_count(torch))] if available else []
     return {
         "cuda_available": available,
         "cuda_init_error": init_error,
         "device_count": len(devices),
         "devices": devices,
     }
+
+
+def _runtime_count(torch: Any) -> int:
+    """The devices CUDA gives this process. Uninitialised, torch counts through NVML: on a MIG node every
+    parent GPU, where CUDA enumerates one slice."""
+    with contextlib.suppress(Exception):  # a CUDA that does not initialise shows as each device's error
+        torch.cuda.init()
+    return torch.cuda.device_count()
 
 
 def _device(torch: Any, index: int) -> dict[str, Any]:
@@ -85,22 +94,31 @@ def _device(torch: Any, index: int) -> dict[str, Any]:
     except Exception as exc:
         first_line = (str(exc).strip().splitlines() or [""])[0]
         return {"index": index, "error": f"{type(exc).__name__}: {first_line[:300]}"}
+    profile = mig_profile(props.name)
     return {
         "index": index,
         "name": props.name,
         "capability": [props.major, props.minor],
         "total_memory_mib": props.total_memory // 2**20,
+        "sms": getattr(props, "multi_processor_count", None),
+        "mig_profile": profile,
         "pci_bus_id": _pci_bus_id(props),
-        "uuid": _uuid(props),
+        "uuid": _uuid(props, "MIG-" if profile else "GPU-"),
     }
 
 
-def _uuid(props: Any) -> str | None:
+def mig_profile(name: str) -> str | None:
+    """The MIG profile a device name carries ("NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb"), else None."""
+    head, _, profile = name.rpartition(" MIG ")
+    return profile.strip() or None if head else None
+
+
+def _uuid(props: Any, prefix: str) -> str | None:
     """NVML's form of the device UUID ("GPU-..." or "MIG-..."), which torch prints without the prefix."""
     text = str(getattr(props, "uuid", "") or "")
     if not text:
         return None
-    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+    return text if text.startswith(("GPU-", "MIG-")) else f"{prefix}{text}"
 
 
 def _pci_bus_id(props: Any) -> str | None:

@@ -1,0 +1,231 @@
+"""Multi-GPU nodes as users run them: 8 GPUs, NVSwitch, MIG slices, CUDA_VISIBLE_DEVICES subsets, NCCL settings.
+
+NVML's side comes from fixture recordings replayed through the real gateway (what NVML returns: codes, not
+our reading of them); torch's side from torch facts and the torch.cuda stand-in (tests/cudastub.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+from conftest import load_snapshot
+from fixtures.nodes import H100, node
+
+from gpudoctor import expect
+from gpudoctor.facts.snapshot import upgrade
+
+PACKAGE = Path(__file__).parent.parent / "gpudoctor"
+
+
+def rename(index_count: int, name: str, pci_ids: list[int]):
+    """Every GPU's NVML name and PCI ids changed: a model the hardware table does not know."""
+    from fixtures.nodes import bus_id, pci_info
+
+    def change(calls: dict) -> dict:
+        out = dict(calls)
+        for i in range(index_count):
+            out[f"nvmlDeviceGetName(gpu{i})"] = name
+            out[f"nvmlDeviceGetPciInfo_v3(gpu{i})"] = pci_info(bus_id(i), pci_ids)
+        return out
+
+    return change
+
+
+def test_nvlink_version_is_read_as_nvml_code_not_generation() -> None:
+    """NVML answers NVML_NVLINK_VERSION_4_0 (6) on an H100's links: the facts say NVLink 4, and a model the
+    table does not know is judged on NVLink 4 rates through NVSwitch, not on PCIe."""
+    assert H100["nvlink_version"] == 6
+    facts = node(calls=rename(8, "NVIDIA H100 Future", [0x9999_10DE, 0]))
+    gpus = facts["nvml"]["gpus"]
+    assert {link["version"] for link in gpus[0]["nvlinks"]} == {4}
+    expected = expect.allreduce_expectation(gpus, facts["nvml"]["topology"])
+    assert expected is not None and expected.source.startswith("NVLink 4 x18 per GPU via NVSwitch"), expected
+    copy = expect.p2p_copy_expectation(gpus[0], gpus[1], True)
+    assert copy is not None and copy.source.startswith("NVLink x18"), copy
+
+
+def test_a_saved_snapshot_holding_the_code_is_decoded_on_load() -> None:
+    """A version 2 snapshot (before the fix) stored NVML's code as `version`: read today, it is the generation."""
+    old = load_snapshot("h100-sxm-8x")
+    old["schema_version"], old["nvml_calls"] = 2, {}
+    for link in old["nvml"]["gpus"][0]["nvlinks"]:
+        link["version"] = 6
+    assert {link["version"] for link in upgrade(old)["nvml"]["gpus"][0]["nvlinks"]} == {4}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every gpudoctor module a file imports, at the top or inside a function."""
+    found = set()
+    for stmt in ast.walk(ast.parse(path.read_text())):
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("gpudoctor"):
+            found.add(stmt.module)
+            found.update(f"{stmt.module}.{alias.name}" for alias in stmt.names)
+        elif isinstance(stmt, ast.Import):
+            found.update(alias.name for alias in stmt.names if alias.name.startswith("gpudoctor"))
+    return found
+
+
+def test_the_package_has_no_import_circle() -> None:
+    modules = {
+        ".".join(("gpudoctor", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
+    graph = {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+    graph = {name: {m for m in deps if not name.startswith(m + ".")} for name, deps in graph.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph[start]:
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+
+    circles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if reaches(b, a, set()))
+    assert circles == []
+
+
+# ---- A node is the devices torch can use (items 1, 2, 5) ----
+
+
+def visible_only(indexes: list[int], env: str):
+    from fixtures.nodes import torch_sees
+
+    return {"torch": torch_sees(indexes), "system": lambda facts: {**facts, "env": {"CUDA_VISIBLE_DEVICES": env}}}
+
+
+def live_context(facts: dict, check: str):
+    """The check's context as a live run on this node would build it."""
+    from gpudoctor.config import Config
+    from gpudoctor.context import CheckContext, Options
+    from gpudoctor.registry import discover
+
+    spec = next(s for s in discover(entry_points=False).specs if s.id == check)
+    return spec, CheckContext(facts, Options(), Config().settings(spec), spec)
+
+
+def test_p2p_skips_when_torch_sees_one_gpu_of_two() -> None:
+    """CUDA_VISIBLE_DEVICES=0 on a node NVML shows two GPUs: the prerequisite counts torch's devices."""
+    from gpudoctor.runner import unmet
+
+    facts = node("a6000-2x", **visible_only([0], "0"))
+    spec, ctx = live_context(facts, "p2p.access")
+    assert unmet(spec, ctx) == "needs at least 2 GPUs torch can use, found 1; NVML sees 2 (CUDA_VISIBLE_DEVICES=0)"
+    assert ctx.world_size == 1
+
+
+def test_p2p_judge_with_no_pair_says_so() -> None:
+    from gpudoctor.checks import p2p
+
+    result = p2p.judge([], [], [], {}, 0.75)
+    assert result.status.value == "skip" and "fewer than 2 GPUs" in result.summary
+
+
+def test_allreduce_expectation_follows_the_gpus_torch_uses() -> None:
+    """An H100 NVL node of four (bridged pairs 0-1, 2-3) run with CUDA_VISIBLE_DEVICES=0,1: the ring is one
+    NVLink bridge, not the PCIe hop between the pairs that all four would cross."""
+    facts = node("h100-nvl-4x", **visible_only([0, 1], "0,1"))
+    _, ctx = live_context(facts, "allreduce.bandwidth")
+    used = expect.allreduce_expectation(ctx.used_gpus, facts["nvml"]["topology"])
+    every = expect.allreduce_expectation(ctx.gpus, facts["nvml"]["topology"])
+    assert used is not None and used.source.startswith("NVLink"), used
+    assert every is not None and every.source.startswith("PCIe"), every
+    assert [g["index"] for g in ctx.used_gpus] == [0, 1]
+
+
+def test_a_mig_node_is_one_slice_not_eight_gpus() -> None:
+    """Eight H100s in MIG mode: CUDA gives the process one 1g.10gb slice. Workloads run one rank, p2p skips
+    with the reason, and the slice is the GPU they are judged on."""
+    from gpudoctor.runner import unmet
+
+    facts = node("h100-mig-8x")
+    spec, ctx = live_context(facts, "p2p.access")
+    assert (
+        unmet(spec, ctx)
+        == "needs at least 2 GPUs torch can use, found 1; NVML sees 8 (MIG: CUDA gives a process one slice)"
+    )
+    assert ctx.world_size == 1
+    assert ctx.used_gpus[0]["mig_slice"] == {"profile": "1g.10gb", "memory_mib": 9984, "sms": 16}
+
+
+PEAKS = (("bf16", 989), ("tf32", 494))
+
+
+def test_a_mig_slice_is_judged_as_a_slice() -> None:
+    """A 3g.40gb slice's figures against its share of the H100 (60 of 132 SMs, 40448 of 81559 MiB), never
+    failed for being a fraction of the whole GPU."""
+    from gpudoctor.checks import bandwidth, compute
+
+    facts = node("h100-mig-1x")
+    _, ctx = live_context(facts, "compute.gemm")
+    slice_gpu = ctx.used_gpus[0]
+    bf16 = expect.model_expectation(slice_gpu, "bf16_tflops", "gemm")
+    assert bf16 is not None and round(bf16.value, 1) == round(989 * 0.7 * 60 / 132, 1)
+    assert "MIG 3g.40gb slice: 60/132 SMs" in bf16.source
+    gemm = compute.judge(
+        ctx.with_gpus(
+            [{"cuda_index": 0, **{p: {"tflops": peak * 0.7 * 60 / 132, "rel_error": 1e-3} for p, peak in PEAKS}}]
+        ),
+        0.75,
+        {},
+    )
+    assert gemm.status.value == "pass", gemm.summary
+    copy = bandwidth.judge(
+        bandwidth.DEVICE_MEMORY, ctx.with_gpus([{"cuda_index": 0, "gbps": 1400.0, "verified": True}]), 0.75, {}
+    )
+    assert copy.status.value == "pass" and "40448/81559 MiB" in copy.rows[0].metrics[0].expected_source, copy.summary
+    h2d = bandwidth.judge(
+        bandwidth.HOST_DEVICE,
+        ctx.with_gpus([{"cuda_index": 0, "h2d_gbps": 20.0, "d2h_gbps": 20.0, "verified": True}]),
+        0.75,
+        {},
+    )
+    assert h2d.status.value == "warn" and "MIG slice's share of the copy engines" in h2d.summary, h2d.summary
+
+
+def test_a_mig_slice_of_a_gpu_without_an_sm_count_is_unjudged_not_failed() -> None:
+    from gpudoctor.checks import compute
+
+    gpu = {
+        "name": "NVIDIA H20",
+        "pci_device_id": 0,
+        "mig_slice": {"profile": "1g.12gb", "sms": 10, "memory_mib": 12000},
+    }
+    row = compute.gemm_row(
+        {p: {"tflops": 5.0, "rel_error": 1e-3} for p in ("bf16", "tf32")}, {**gpu, "index": 0}, 0.75, {}
+    )
+    assert row.status.value == "warn" and "MIG 1g.12gb slice: its share of the GPU is unknown" in row.summary
+
+
+def test_b200_memory_bandwidth_is_the_hgx_table_figure() -> None:
+    from gpudoctor.hardware import gpu_model
+
+    assert gpu_model({"name": "NVIDIA B200"})["hbm_gbps"] == 7700
+
+
+def test_torch_facts_on_a_mig_node_count_the_slice_cuda_gives(monkeypatch) -> None:
+    """torch counts 8 parents through NVML before CUDA starts; the facts hold the one slice CUDA enumerates,
+    named by its profile with a MIG UUID, and no device that fails to answer."""
+    from cudastub import mig_node
+
+    from gpudoctor.facts import torchinfo
+
+    cuda = mig_node()
+    cuda.install(monkeypatch)
+    facts = torchinfo._cuda(torch)
+    assert facts["device_count"] == 1 and not any("error" in d for d in facts["devices"])
+    device = facts["devices"][0]
+    assert (device["mig_profile"], device["sms"], device["total_memory_mib"]) == ("1g.10gb", 16, 9984)
+    assert device["uuid"].startswith("MIG-")
+
+
+def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
+    """The memory test on a MIG node tests the one slice, never cuda:1..7 (which do not exist)."""
+    from cudastub import mig_node
+    from gpudoctor.checks import memtest
+
+    cuda = mig_node()
+    cuda.install(monkeypatch)
+    monkeypatch.setattr(memtest, "test_device", lambda device, words, *rest: {"words": words, "bad": {}})
+    monkeypatch.setattr("gpudoctor.api.progress", lambda *a: None)
+    result = memtest.measure_memory({"share": 0.5, "walking_bits": False, "seed": 1})
+    assert [g["cuda_index"] for g in result["gpus"]] == [0] and cuda.touched == [0]
