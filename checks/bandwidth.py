@@ -6,45 +6,77 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row
+from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row, pci_address
 
 
 def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
-    """One GPU at a time (so GPUs behind one switch do not share the figure): pinned H2D and D2H, verified."""
-    import torch
+    """One GPU at a time (so GPUs behind one switch do not share the figure), as nvbandwidth measures: pinned
+    buffers of its own, first touched from the CPUs of the GPU's NUMA node (`numa_cpus`: cuda index -> CPUs)
+    so the pages live there; every H2D and D2H copy verified against the source."""
+    import os
 
     from gpudoctor.api import measure, progress
 
-    numel = params["bytes"] // 4
-    host = torch.randn(numel).pin_memory()
-    back = torch.empty(numel).pin_memory()
     results = []
+    everywhere = os.sched_getaffinity(0)
     for index in range(measure.cuda_devices()):
         progress("bandwidth", f"GPU {index} host<->device")
-        device = torch.device("cuda", index)
-        with torch.cuda.device(index):
-            dev = torch.empty(numel, device=device)
-            h2d = measure.summary(
-                measure.time_repeats(
-                    lambda d=dev: d.copy_(host, non_blocking=True), device, params["warmup"], params["iters"]
-                )
-            )
-            d2h = measure.summary(
-                measure.time_repeats(
-                    lambda d=dev: back.copy_(d, non_blocking=True), device, params["warmup"], params["iters"]
-                )
-            )
-            torch.cuda.synchronize(device)
-        results.append(
-            {
-                "cuda_index": index,
-                "h2d_gbps": params["bytes"] / h2d["median_s"] / 1e9,
-                "d2h_gbps": params["bytes"] / d2h["median_s"] / 1e9,
-                "verified": measure.checksum(host) == measure.checksum(back),
-            }
-        )
-        del dev
+        cpus = set(params.get("numa_cpus", {}).get(str(index), [])) & everywhere
+        os.sched_setaffinity(0, cpus or everywhere)
+        try:
+            results.append({"cuda_index": index, **host_copies(index, params), "numa_node": numa_node(params, index)})
+        finally:
+            os.sched_setaffinity(0, everywhere)
     return {"gpus": results}
+
+
+def numa_node(params: dict[str, Any], index: int) -> int | None:
+    return params.get("numa_nodes", {}).get(str(index))
+
+
+def host_copies(index: int, params: dict[str, Any]) -> dict[str, Any]:
+    """Pinned H2D and D2H on cuda:`index`, each copy's data checked (the destination cleared before it)."""
+    import torch
+
+    from gpudoctor.api import measure
+
+    numel = params["bytes"] // 4
+    device = torch.device("cuda", index)
+    host = torch.randn(numel).pin_memory()
+    back = torch.empty(numel).pin_memory()
+    expected = measure.checksum(host)
+    runs = params["warmup"], params["iters"]
+    with torch.cuda.device(index):
+        dev = torch.empty(numel, device=device)
+        h2d, wrong_in = measure.checked_repeats(
+            lambda: dev.copy_(host, non_blocking=True),
+            device,
+            *runs,
+            clear=dev.zero_,
+            verify=lambda: measure.checksum(dev) == expected,
+        )
+        d2h, wrong_out = measure.checked_repeats(
+            lambda: back.copy_(dev, non_blocking=True),
+            device,
+            *runs,
+            clear=back.zero_,
+            verify=lambda: sync_equal(device, back, host),
+        )
+    return {
+        "h2d_gbps": params["bytes"] / measure.summary(h2d)["median_s"] / 1e9,
+        "d2h_gbps": params["bytes"] / measure.summary(d2h)["median_s"] / 1e9,
+        "verified": wrong_in + wrong_out == 0,
+        "copies_checked": 2 * sum(runs),
+        "copies_wrong": wrong_in + wrong_out,
+    }
+
+
+def sync_equal(device: Any, got: Any, want: Any) -> bool:
+    """A non-blocking copy into host memory is read only once the GPU has finished it."""
+    import torch
+
+    torch.cuda.synchronize(device)
+    return bool(torch.equal(got, want))
 
 
 def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +117,11 @@ def host_device_row(
         expect.gpu_verdict(way, m[f"{way}_gbps"], "GB/s", expected, floor, peak) for way in ("h2d", "d2h")
     )
     metrics = [h2d_metric, d2h_metric]
-    text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s"
+    where = f" (host memory on NUMA node {m['numa_node']})" if m.get("numa_node") is not None else ""
+    text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s{where}"
     if not m["verified"]:
-        return gpu_row(gpu, Status.FAIL, "data copied to the GPU and back differs", metrics)
+        wrong = f" in {m['copies_wrong']} of {m['copies_checked']} copies" if "copies_wrong" in m else ""
+        return gpu_row(gpu, Status.FAIL, f"data copied to the GPU and back differs{wrong}", metrics)
     if any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
         return gpu_row(gpu, Status.FAIL, f"{text}: above the {h2d_metric.expected_source}", metrics)
     if Status.FAIL in (h2d, d2h):
@@ -197,10 +231,21 @@ def device_memory(ctx: CheckContext) -> Result:
     return _measure_and_judge(ctx, DEVICE_MEMORY)
 
 
+def numa_of(ctx: CheckContext) -> dict[str, dict[str, Any]]:
+    """Each torch device's NUMA node and that node's CPUs (from the system facts), keyed by cuda index."""
+    by_bus = {pci_address(bus): node for bus, node in (ctx.system.get("gpu_numa_nodes") or {}).items()}
+    nodes = {str(i): by_bus.get(pci_address(gpu.get("pci_bus_id"))) for i, gpu in enumerate(ctx.used_gpus)}
+    cpus = ctx.system.get("numa_nodes") or {}
+    return {
+        "numa_nodes": {i: n for i, n in nodes.items() if n is not None},
+        "numa_cpus": {i: cpus[str(n)] for i, n in nodes.items() if n is not None and str(n) in cpus},
+    }
+
+
 def _measure_and_judge(ctx: CheckContext, copy: Copy) -> Result:
     """Measure in an isolated process, judge against a baseline or the hardware, keep the slowest GPU's
     figure as this node's baseline metric."""
-    data = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{copy.measure}", ctx.work("bytes"))
+    data = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{copy.measure}", {**ctx.work("bytes"), **numa_of(ctx)})
     if isinstance(data, Result):
         return data
     result = judge(copy, ctx.with_gpus(data["gpus"]), ctx.settings["floor"], {copy.figure: ctx.baseline(copy.figure)})

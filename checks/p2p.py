@@ -27,43 +27,61 @@ def measure_pairs(params: dict[str, Any]) -> dict[str, Any]:
     from gpudoctor.api import measure, progress
 
     count = measure.cuda_devices()
-    numel = params["bytes"] // 4
     pairs = []
     for a in range(count):
         for b in range(count):
             if a == b:
                 continue
             progress("p2p", f"GPU {a} -> GPU {b}")
-            src = torch.randn(numel, device=f"cuda:{a}")
-            dst = torch.full((numel,), float("nan"), device=f"cuda:{b}")
-            tiny_src, tiny_dst = src[:1], dst[:1]
-            with torch.cuda.device(a):
-                copy = measure.summary(
-                    measure.time_repeats(
-                        lambda s=src, d=dst: d.copy_(s), torch.device("cuda", a), params["warmup"], params["iters"]
-                    )
-                )
-                latency = measure.summary(
-                    measure.time_repeats(
-                        lambda s=tiny_src, d=tiny_dst: d.copy_(s),
-                        torch.device("cuda", a),
-                        params["warmup"],
-                        params["iters"],
-                    )
-                )
-            torch.cuda.synchronize(b)
             pairs.append(
-                {
-                    "src": a,
-                    "dst": b,
-                    "access": torch.cuda.can_device_access_peer(a, b),
-                    "gbps": params["bytes"] / copy["median_s"] / 1e9,
-                    "latency_us": latency["median_s"] * 1e6,
-                    "verified": measure.checksum(src) == measure.checksum(dst),
-                }
+                {"src": a, "dst": b, "access": torch.cuda.can_device_access_peer(a, b), **copy_pair(a, b, params)}
             )
-            del src, dst
     return {"pairs": pairs}
+
+
+def copy_pair(a: int, b: int, params: dict[str, Any]) -> dict[str, Any]:
+    """Copies from cuda:`a` to cuda:`b`, large (bandwidth) and one word (latency): the destination cleared
+    before every copy and every copy's data checked against the source, outside the timed region."""
+    import torch
+
+    from gpudoctor.api import measure
+
+    numel = params["bytes"] // 4
+    src = torch.randn(numel, device=f"cuda:{a}")
+    dst = torch.empty(numel, device=f"cuda:{b}")
+    checks, wrong = 0, 0
+
+    def timed(s: Any, d: Any) -> dict[str, float]:
+        nonlocal checks, wrong
+        want = measure.checksum(s)
+        times, bad = measure.checked_repeats(
+            lambda: d.copy_(s),
+            torch.device("cuda", a),
+            params["warmup"],
+            params["iters"],
+            clear=lambda: d.fill_(float("nan")),
+            verify=lambda: measure.checksum(d) == want,
+        )
+        checks, wrong = checks + params["warmup"] + params["iters"], wrong + bad
+        return measure.summary(times)
+
+    copy = timed(src, dst)
+    latency = timed(src[:1], dst[:1])
+    torch.cuda.synchronize(b)
+    return {
+        "gbps": params["bytes"] / copy["median_s"] / 1e9,
+        "latency_us": latency["median_s"] * 1e6,
+        "verified": wrong == 0,
+        "copies_checked": checks,
+        "copies_wrong": wrong,
+    }
+
+
+def wrong_copies(measured: dict[str, Any]) -> str:
+    """How many of the checked copies came out wrong, in words."""
+    if "copies_wrong" in measured:
+        return f"data of {measured['copies_wrong']} of {measured['copies_checked']} copies"
+    return "copied data"
 
 
 def judge(
@@ -86,7 +104,7 @@ def judge(
         target = gpu_label(b)
         text = f"-> {target}: {pair['gbps']:.1f} GB/s, {pair['latency_us']:.1f} us"
         if not pair["verified"]:
-            status, text = Status.FAIL, f"-> {target}: copied data differs from the source"
+            status, text = Status.FAIL, f"-> {target}: {wrong_copies(pair)} differs from the source"
         elif nvml_ok and not pair["access"]:
             status, text = Status.FAIL, f"-> {target}: NVML reports P2P but CUDA cannot enable it"
         elif status == Status.FAIL:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from gpudoctor import compare, expect, measure
 from gpudoctor.context import CheckContext
-from gpudoctor.facts.identity import gpu_for_cuda_index, same_pci
+from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
 from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
 from gpudoctor.hardware import cuda_table, cuda_version_text, gpu_model, load_data
@@ -58,6 +58,7 @@ __all__ = [
     "load_data",
     "measure",
     "not_captured",
+    "pci_address",
     "progress",
     "same_pci",
     "usable",

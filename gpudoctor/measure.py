@@ -42,6 +42,22 @@ def time_repeats(
         return seconds_between(marks, device)
 
 
+def checked_repeats(
+    fn: Callable[[], Any],
+    device: Any,
+    warmup: int,
+    iters: int,
+    clear: Callable[[], Any],
+    verify: Callable[[], bool],
+) -> tuple[list[float], int]:
+    """`time_repeats` of a copy whose destination is cleared before every call and whose data is checked after
+    every call, outside the timed region: the timings, and how many calls (warm-up ones too) copied wrong
+    data. Checking only the last copy misses a link that corrupts some of them."""
+    wrong: list[bool] = []
+    times = time_repeats(fn, device, warmup, iters, prepare=clear, check=lambda: wrong.append(not verify()))
+    return times, sum(wrong)
+
+
 def on_device(device: Any) -> Any:
     """`device` as the current CUDA device for the block (no-op on CPU)."""
     import contextlib

@@ -229,3 +229,71 @@ def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
     monkeypatch.setattr("gpudoctor.api.progress", lambda *a: None)
     result = memtest.measure_memory({"share": 0.5, "walking_bits": False, "seed": 1})
     assert [g["cuda_index"] for g in result["gpus"]] == [0] and cuda.touched == [0]
+
+
+# ---- Every copy verified (items 7, 8) ----
+
+
+def test_a_copy_that_corrupts_once_in_ten_is_caught() -> None:
+    """The destination is cleared before each copy and every copy checked: one bad copy of thirteen, not the
+    last, is found (checking only the last copy passed it)."""
+    from gpudoctor.measure import checked_repeats, checksum
+
+    src, dst = torch.randn(1024), torch.empty(1024)
+    calls = []
+
+    def copy() -> None:
+        calls.append(1)
+        dst.copy_(src)
+        if len(calls) == 5:
+            dst[7] += 1.0
+
+    want = checksum(src)
+    times, wrong = checked_repeats(
+        copy, torch.device("cpu"), 3, 10, clear=lambda: dst.fill_(float("nan")), verify=lambda: checksum(dst) == want
+    )
+    assert len(times) == 10 and wrong == 1 and checksum(dst) == want
+
+
+def test_a_cleared_destination_shows_a_copy_that_never_happened() -> None:
+    from gpudoctor.measure import checked_repeats, checksum
+
+    src, dst = torch.randn(64), torch.empty(64)
+    dst.copy_(src)
+    want = checksum(src)
+    _, wrong = checked_repeats(
+        lambda: None, torch.device("cpu"), 1, 3, clear=dst.zero_, verify=lambda: checksum(dst) == want
+    )
+    assert wrong == 4
+
+
+def test_wrong_copies_are_counted_in_the_verdicts() -> None:
+    from gpudoctor.checks import bandwidth, p2p
+
+    snap = load_snapshot("a6000-2x")
+    gpus = snap["nvml"]["gpus"]
+    pair = {"src": 0, "dst": 1, "access": True, "gbps": 40.0, "latency_us": 2.0, "verified": False}
+    pair |= {"copies_checked": 26, "copies_wrong": 1}
+    result = p2p.judge([pair], snap["torch"]["devices"], gpus, snap["nvml"]["topology"], 0.75)
+    assert result.status.value == "fail" and "data of 1 of 26 copies differs" in result.rows[0].summary
+    measured = {"cuda_index": 0, "h2d_gbps": 20.0, "d2h_gbps": 20.0, "verified": False}
+    measured |= {"copies_checked": 26, "copies_wrong": 2, "numa_node": 1}
+    row = bandwidth.host_device_row(measured, gpus[0], 0.75, {})
+    assert row.status.value == "fail" and row.summary.endswith("differs in 2 of 26 copies")
+
+
+def test_host_copies_run_from_the_gpus_numa_node() -> None:
+    """Each device's NUMA node and its CPUs go to the workload (from the facts), and the row says which node
+    the host memory was on."""
+    from gpudoctor.checks import bandwidth
+
+    facts = node("l40s-pcie-4x")
+    _, ctx = live_context(facts, "bandwidth.host-device")
+    numa = bandwidth.numa_of(ctx)
+    assert numa["numa_nodes"] == {"0": 0, "1": 0, "2": 1, "3": 1}
+    assert numa["numa_cpus"]["2"] == list(range(56, 112))
+    gpu = ctx.used_gpus[2]
+    row = bandwidth.host_device_row(
+        {"cuda_index": 2, "h2d_gbps": 24.0, "d2h_gbps": 24.0, "verified": True, "numa_node": 1}, gpu, 0.75, {}
+    )
+    assert row.status.value == "pass" and "host memory on NUMA node 1" in row.summary
