@@ -362,7 +362,7 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     throughput against the GPU's reference; then each node's own compute speed (steps without gradient
     synchronisation, every node at once) against the other nodes'."""
     capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
-    p = {**ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor), "local_steps": LOCAL_STEPS}
+    p = {**ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor), "local_steps": ddp.LOCAL_STEPS}
     outcome = ctx.run_across("gpudoctor.checks.ddp:worker", p)
     if isinstance(outcome, Result):
         return outcome
@@ -371,13 +371,10 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
         ctx.baseline("images_per_s_per_gpu"),
         ddp.reference_figure(ctx.used_gpus, p, len(ranks)) if ctx.device == "cuda" else None,
     )
-    results = ddp.judge(ranks, None, p, ctx.device, expected, ctx.settings)
+    results = ddp.judge(ranks, p, ctx.device, expected, ctx.settings)
     if any(r.get("oom") for r in ranks):
         return results
     return [*results, judge_compute(outcome, p["batch_size"], fractions_of(ctx.settings))]
-
-
-LOCAL_STEPS = 4
 
 
 def judge_compute(outcome: Any, batch: int, fractions: compare.Fractions) -> Result:

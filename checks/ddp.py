@@ -19,7 +19,20 @@ import sys
 import time
 from typing import Any
 
-from gpudoctor.api import CheckContext, Metric, RankContext, Remediation, Result, Status, check, expect, gpu_model
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    RankContext,
+    Remediation,
+    Result,
+    Status,
+    check,
+    compare,
+    expect,
+    from_rows,
+    gpu_model,
+    gpu_row,
+)
 
 CLASSES = 10
 SEED = 20261122
@@ -204,52 +217,95 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     scaler = grad_scaler(p, ctx.device)
     pool = [make_batch(step, ctx.rank, p, templates, ctx.device) for step in range(4)]
-    losses = torch.zeros(p["steps"], device=ctx.device)
-    grad_error = None
-    marks = []
-    local: list[list[float]] = []
-    for step in range(p["steps"]):
+    state = {"initial": initial, "grad_error": None}
+
+    def train_step(step: int) -> Any:
         ctx.phase(f"train step {step}")
-        started = measure.mark(ctx.device)
         images, labels = pool[step % len(pool)]
         loss = loss_of(ddp, images, labels, p, ctx.device)
         optimizer.zero_grad(set_to_none=True)
         (scaler.scale(loss) if scaler else loss).backward()
-        if step == 0 and initial is not None:
+        if step == 0 and state["initial"] is not None:
             scale = scaler.get_scale() if scaler else 1.0
             if scaler:
                 scaler.unscale_(optimizer)
-            grad_error = reference_gradient_error(initial, ddp, ctx, p, templates, scale)
-            del initial
-            initial = None
+            state["grad_error"] = reference_gradient_error(state["initial"], ddp, ctx, p, templates, scale)
+            state["initial"] = None
         if scaler:
             scaler.step(optimizer)
             scaler.update()
         else:
             optimizer.step()
-        losses[step] = loss.detach().float()
+        return loss.detach().float()
+
+    losses, warmed = warm_up(ctx, train_step, p)
+    local = [local_steps(ctx, ddp, p, pool)] if p.get("local_steps") else []
+    marks = []
+    for step in range(warmed, warmed + p["steps"] - p["warmup"]):
+        started = measure.mark(ctx.device)
+        losses.append(train_step(step))
         marks.append((started, measure.mark(ctx.device)))
-        if p.get("local_steps") and step in (p["warmup"] - 1, p["steps"] - 1):
-            local.append(local_steps(ctx, ddp, p, pool))
+    if p.get("local_steps"):
+        local.append(local_steps(ctx, ddp, p, pool))
     ctx.phase("gather results")
     if ctx.fault_here("params", "corrupt"):
         with torch.no_grad():
             next(ddp.module.parameters()).view(-1)[0] += 1.0
-    dist.all_reduce(losses)
+    every_loss = torch.stack(losses)
+    dist.all_reduce(every_loss)
     params = torch.cat([q.detach().float().flatten() for q in ddp.module.parameters()])
     return {
         "rank": ctx.rank,
         "oom": False,
-        "losses": (losses / ctx.world_size).tolist(),
+        "losses": (every_loss / ctx.world_size).tolist(),
         "params_checksum": measure.checksum(params),
-        "finite": bool(torch.isfinite(params).all()) and bool(torch.isfinite(losses).all()),
-        "grad_rel_error": grad_error,
-        "step_s": measure.seconds_between(marks, ctx.device)[p["warmup"] :],
+        "finite": bool(torch.isfinite(params).all()) and bool(torch.isfinite(every_loss).all()),
+        "grad_rel_error": state["grad_error"],
+        "step_s": measure.seconds_between(marks, ctx.device),
+        "warmup_steps": warmed,
         "peak_mib": _peak_mib(ctx.device),
         "batch_size": p["batch_size"],
         "loss_scale": scaler.get_scale() if scaler else None,
         "local_step_s": local,
     }
+
+
+SETTLE_WINDOW = 3  # steps: warm-up ends when the median of the last three is within SETTLE_RATIO of the three before
+SETTLE_RATIO = 0.1
+MAX_WARMUP_FACTOR = 4  # a step time that never settles ends warm-up at this many times the planned warm-up
+
+
+def warm_up(ctx: RankContext, train_step: Any, p: dict[str, Any]) -> tuple[list[Any], int]:
+    """Untimed training steps: at least `warmup`; on a GPU, until the step time settles (cuDNN autotuning and
+    lazy module loading make the first steps many times slower), at most MAX_WARMUP_FACTOR x `warmup`. Every
+    rank stops at the same step: each says whether its times settled, and all stop when all have."""
+    import torch
+    import torch.distributed as dist
+
+    from gpudoctor.api import measure
+
+    losses, times = [], []
+    limit = p["warmup"] * (MAX_WARMUP_FACTOR if ctx.device.type == "cuda" else 1)
+    for step in range(limit):
+        started = measure.mark(ctx.device)
+        losses.append(train_step(step))
+        times += measure.seconds_between([(started, measure.mark(ctx.device))], ctx.device)
+        if step + 1 < p["warmup"]:
+            continue
+        agreed = torch.tensor([int(settled(times))], device=ctx.device)
+        dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+        if agreed.item():
+            return losses, step + 1
+    return losses, limit
+
+
+def settled(times: list[float]) -> bool:
+    """The last SETTLE_WINDOW step times' median within SETTLE_RATIO of the window before."""
+    if len(times) < 2 * SETTLE_WINDOW:
+        return False
+    last = statistics.median(times[-SETTLE_WINDOW:])
+    before = statistics.median(times[-2 * SETTLE_WINDOW : -SETTLE_WINDOW])
+    return abs(last - before) <= SETTLE_RATIO * before
 
 
 def local_steps(ctx: RankContext, ddp: Any, p: dict[str, Any], pool: list[tuple[Any, Any]]) -> list[float]:
@@ -288,7 +344,6 @@ def describe(p: dict[str, Any], device: str) -> str:
 
 def judge(
     ranks: list[dict[str, Any]],
-    single: list[dict[str, Any]] | Result | None,
     p: dict[str, Any],
     device: str,
     expected: expect.Expectation | None,
@@ -320,7 +375,6 @@ def judge(
         _gradient(ranks[0], tolerance),
         _finite(ranks),
         _throughput(ranks, p, device, expected, settings["floor"], run),
-        *([_scaling(ranks, single, device, settings["min_scaling"])] if single is not None else []),
     ]
 
 
@@ -436,6 +490,19 @@ def _throughput(
         *[Metric("peak_memory", round(r["peak_mib"], 1), "MiB", labels={"rank": r["rank"]}) for r in ranks],
     ]
     text = f"{total:.0f} img/s ({per_gpu:.0f} per {'GPU' if device == 'cuda' else 'rank'}), step {step * 1000:.1f} ms"
+    spread = (spread[2] - spread[0]) / step
+    if expected is not None and spread > UNSTABLE_SPREAD:
+        return Result(
+            Status.WARN,
+            f"unstable: step time {step * 1000:.1f} ms with an interquartile range of {spread:.0%} of it "
+            f"(over {UNSTABLE_SPREAD:.0%}): {text} not judged ({run})",
+            aspect="throughput",
+            metrics=metrics,
+            remediation=Remediation(
+                "Step times that vary this much come from something else on the GPUs or the CPUs feeding them.",
+                ["nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv", "uptime"],
+            ),
+        )
     if expected is None:
         note = "" if device == "cuda" else "; CPU figures are not judged"
         return Result(
@@ -458,19 +525,63 @@ def _throughput(
     return Result(Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics)
 
 
-def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]] | Result, device: str, minimum: float) -> Result:
-    if isinstance(single, Result):
-        return Result(single.status, f"the one-GPU comparison run: {single.summary}", aspect="scaling")
+def alone(
+    ranks: list[dict[str, Any]], p: dict[str, Any], device: str, settings: dict[str, Any], gpus: list[dict[str, Any]]
+) -> list[Result]:
+    """Each GPU's own speed (its steps with DDP's synchronisation off, two passes in the same run) as its
+    baseline: a GPU slower than its peers is named as such, and scaling is the synchronised step against
+    the slowest GPU's own, so the all-reduce is blamed only for what it costs."""
+    own = {r["rank"]: [statistics.median(times) for times in r["local_step_s"]] for r in ranks}
+    return [_per_gpu(own, p["batch_size"], device, gpus), _scaling(ranks, own, device, settings["min_scaling"])]
+
+
+GPU_FRACTIONS = compare.Fractions(straggler=0.9, fail=0.8)  # of the peers' median own speed
+
+
+def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: list[dict[str, Any]]) -> Result:
+    """Every GPU's images per second alone (the better of two passes) against the median of its peers'; the
+    allowance from the difference between the passes."""
+    passes = {rank: tuple(batch / t for t in times) for rank, times in own.items()}
+    values = {rank: max(pair) for rank, pair in passes.items()}
+    reference = compare.median_reference(list(values.values()), "GPUs' own speeds")
+    sigma = compare.sigma_between([pair for pair in passes.values() if len(pair) == 2])
+    allow = compare.allowance(sigma, len(values), f"between the two passes of {len(values)} ranks")
+    head = f"{len(values)} ranks' own speed without synchronisation: median {reference.value:.4g} img/s"
+    if device != "cuda":
+        return Result(Status.PASS, f"{head}; ranks share the CPU, so not judged", aspect="per-gpu")
+    rows = []
+    for rank, value in sorted(values.items()):
+        status, ratio = compare.judge(value, reference, allow, GPU_FRACTIONS)
+        metric = compare.figure("images_per_s_alone", value, "img/s", reference, allow, {"rank": rank})
+        gpu = gpus[rank] if rank < len(gpus) else {"index": None, "name": f"cuda:{rank}"}
+        rows.append(gpu_row(gpu, status, f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers", [metric]))
+    result = from_rows(
+        rows,
+        f"{head}; {allow.describe()}",
+        Remediation(
+            "A GPU slower than its peers on the same work holds every synchronous step back: throttled (power, "
+            "thermal), a degraded GPU, or a slow PCIe link for its data.",
+            ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE", "gpudoctor check --level standard --only compute"],
+        ),
+    )
+    result.aspect = "per-gpu"
+    return result
+
+
+def _scaling(ranks: list[dict[str, Any]], own: dict[int, list[float]], device: str, minimum: float) -> Result:
     many = statistics.median(s for r in ranks for s in r["step_s"])
-    one = statistics.median(single[0]["step_s"])
-    efficiency = one / many
+    slowest_rank, slowest = max(((rank, min(times)) for rank, times in own.items()), key=lambda item: item[1])
+    efficiency = slowest / many
     metric = Metric(
         "scaling_efficiency",
         round(efficiency, 3),
         expected=f">= {minimum}" if device == "cuda" else None,
-        expected_source="config min_scaling" if device == "cuda" else None,
+        expected_source="config min_scaling, against the slowest rank's own speed" if device == "cuda" else None,
     )
-    text = f"{len(ranks)} ranks at {efficiency:.0%} of one rank's per-rank speed (same batch per rank)"
+    text = (
+        f"{len(ranks)} ranks at {efficiency:.0%} of the slowest rank's own speed (rank {slowest_rank} alone "
+        f"{slowest * 1000:.1f} ms a step, synchronised {many * 1000:.1f} ms)"
+    )
     if device != "cuda":
         return Result(Status.PASS, f"{text}; ranks share the CPU, so not judged", aspect="scaling", metrics=[metric])
     if efficiency < minimum:
@@ -480,7 +591,7 @@ def _scaling(ranks: list[dict[str, Any]], single: list[dict[str, Any]] | Result,
             aspect="scaling",
             metrics=[metric],
             remediation=Remediation(
-                "Poor scaling means gradient all-reduce is slow: see allreduce.",
+                "Synchronised steps much slower than every GPU alone mean the gradient all-reduce is slow.",
                 ["gpudoctor check --level standard --only allreduce p2p"],
             ),
         )
@@ -513,35 +624,28 @@ def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) 
     settings=SETTINGS,
 )
 def ddp_train(ctx: CheckContext) -> list[Result]:
-    """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput.
-    Both runs share the check's one time budget: the full run up to MAIN_RUN_SHARE of it, the one-rank
-    comparison (half the steps) what is left; a comparison that fails or finds no time says so."""
-    deadline = time.monotonic() + ctx.timeout_s
+    """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput;
+    each GPU's own speed (steps without synchronisation) is its baseline for naming a slow GPU and for
+    scaling."""
     capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
     p = resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor)
-    ranks = ctx.launch("gpudoctor.checks.ddp:worker", p, timeout_s=ctx.timeout_s * MAIN_RUN_SHARE)
+    if ctx.settings["scaling"] and ctx.world_size > 1:
+        p["local_steps"] = LOCAL_STEPS
+    ranks = ctx.launch("gpudoctor.checks.ddp:worker", p)
     if isinstance(ranks, Result):
         return [ranks]
-    single = None
-    if ctx.settings["scaling"] and ctx.world_size > 1 and not ranks[0].get("oom"):
-        single = comparison_run(ctx, p, deadline - time.monotonic())
     expected = expect.pick(
         ctx.baseline("images_per_s_per_gpu"),
         reference_figure(ctx.used_gpus, p, ctx.world_size) if ctx.device == "cuda" else None,
     )
-    return judge(ranks, single, p, ctx.device, expected, ctx.settings)
+    results = judge(ranks, p, ctx.device, expected, ctx.settings)
+    if ranks[0].get("local_step_s"):
+        results += alone(ranks, p, ctx.device, ctx.settings, ctx.used_gpus)
+    return results
 
 
-MAIN_RUN_SHARE = 0.65
-MIN_COMPARISON_S = 10.0
-
-
-def comparison_run(ctx: CheckContext, p: dict[str, Any], left_s: float) -> list[dict[str, Any]] | Result:
-    """The same training on one rank, half as long, within what is left of the budget."""
-    if left_s < MIN_COMPARISON_S:
-        return Result(Status.SKIP, f"no time left in the {ctx.timeout_s:g} s budget (raise `timeout`)")
-    steps = max(p["warmup"] + 3, p["steps"] // 2)
-    return ctx.launch("gpudoctor.checks.ddp:worker", {**p, "steps": steps}, world_size=1, timeout_s=left_s)
+UNSTABLE_SPREAD = 0.25  # a step-time interquartile range above this fraction of the median is not judged
+LOCAL_STEPS = 4  # steps a rank runs alone (no synchronisation), after the warm-up and again at the end
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -562,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, data)
     if ctx.rank == 0:
-        results = judge(gathered, None, p, device, None, SETTINGS)
+        results = judge(gathered, p, device, None, SETTINGS)
         json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
         print()
     # Tear down together: a rank leaving while rank 0 still judges can abort the other (gloo). NCCL is told
