@@ -235,7 +235,7 @@ def allreduce(ctx: CheckContext) -> Result:
         else expect.pick(
             baseline,
             expect.from_setting(ctx.settings["min_busbw_gbps"] / ctx.settings["floor"], "min_busbw_gbps"),
-            expect.allreduce_expectation(ctx.used_gpus, ctx.nvml.get("topology", {})),
+            expect.allreduce_expectation(ctx.used_gpus, ctx.nvml.get("topology", {}), ctx.env),
         )
     )
     nccl = {"nccl_version": (ctx.torch.get("nccl") or {}).get("version")}

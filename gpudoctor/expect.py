@@ -136,23 +136,83 @@ def nvlinks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, str]:
     return (min(switched), "per GPU via NVSwitch") if min(switched) else (0, "")
 
 
-def hop_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> Expectation | None:
-    """What one hop of an all-reduce ring carries between two GPUs: NVLink where they share links, else PCIe
-    (peer to peer, or staged through host memory)."""
+def hop_expectation(a: dict[str, Any], b: dict[str, Any], route: Route) -> Expectation | None:
+    """What one hop of an all-reduce ring carries between two GPUs over the transport NCCL will use: NVLink
+    where they share links and P2P is allowed, else PCIe (peer to peer, or staged through host memory); none
+    where NCCL must fall back to its network transport."""
     links, how = nvlinks_between(a, b)
-    theory = link_rate(a, links) if links else None
+    theory = link_rate(a, links) if links and route.p2p else None
     if theory:
         eff = efficiency("nvlink_allreduce")
         return Expectation(theory * eff, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s) x {eff}")
     slowest = min((pcie_gbps(*pcie_link(g)) or 0, pcie_link(g)) for g in (a, b))
-    if not slowest[0]:
+    if not slowest[0] or route.kind == "NET":
         return None
-    kind = "pcie_allreduce_p2p" if p2p_ok else "pcie_allreduce_no_p2p"
+    kind = "pcie_allreduce_p2p" if route.p2p else "pcie_allreduce_no_p2p"
     gen, width = slowest[1]
     return Expectation(
         slowest[0] * efficiency(kind),
-        f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), P2P {'on' if p2p_ok else 'off'}, x {efficiency(kind)}",
+        f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), {route.said} x {efficiency(kind)}",
     )
+
+
+@dataclass(frozen=True)
+class Route:
+    """The transport NCCL uses between two GPUs of a node: P2P (NVLink or PCIe), SHM (through host memory)
+    or NET (its network transport, when P2P and SHM are both off), and why."""
+
+    kind: str
+    said: str
+
+    @property
+    def p2p(self) -> bool:
+        return self.kind == "P2P"
+
+
+# NCCL's path types, nearest first (NCCL_P2P_LEVEL names them, or numbers them 0..5), and NVML's common PCIe
+# ancestor (nvmlGpuTopologyLevel_t) as the path NCCL sees: INTERNAL and SINGLE a PCIe switch (PIX), MULTIPLE
+# several switches (PXB), HOSTBRIDGE and NODE through the CPU (PHB), SYSTEM across CPUs (SYS).
+NCCL_PATHS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+ANCESTOR_PATH = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "PHB", 50: "SYS"}
+NCCL_DEFAULT_P2P_LEVEL = "PXB"  # P2P through PCIe switches, not through the CPU (NCCL's default on x86)
+
+
+def nccl_route(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any], env: dict[str, str]) -> Route:
+    """The transport NCCL picks between GPUs `a` and `b` under the node's NCCL_* settings."""
+    staged = "NET (NCCL_SHM_DISABLE=1)" if env.get("NCCL_SHM_DISABLE") == "1" else "SHM"
+    if env.get("NCCL_P2P_DISABLE") == "1":
+        return Route(staged.split(" ")[0], f"P2P off (NCCL_P2P_DISABLE=1): {staged}")
+    allowed = p2p_level(env.get("NCCL_P2P_LEVEL"))
+    level = "NCCL_P2P_LEVEL=" + env["NCCL_P2P_LEVEL"] if "NCCL_P2P_LEVEL" in env else "NCCL's default level"
+    if nvlinks_between(a, b)[0]:
+        path = "NVL"
+    else:
+        status = p2p_status(topology, a.get("index"), b.get("index"))
+        if status is None:
+            return Route(staged.split(" ")[0], f"P2P status unknown (NVML did not answer): {staged}")
+        if status != 0:
+            return Route(staged.split(" ")[0], f"P2P unsupported by NVML: {staged}")
+        path = ANCESTOR_PATH.get(common_ancestor(topology, a.get("index"), b.get("index")), "SYS")
+    if NCCL_PATHS.index(path) > NCCL_PATHS.index(allowed):
+        return Route(staged.split(" ")[0], f"path {path} beyond {level} {allowed}: {staged}")
+    return Route("P2P", f"P2P on (path {path}, {level} {allowed})")
+
+
+def p2p_level(value: str | None) -> str:
+    """NCCL_P2P_LEVEL as a path name (it takes the names or 0..5); NCCL's default when unset or unreadable."""
+    if value is None:
+        return NCCL_DEFAULT_P2P_LEVEL
+    text = value.strip().upper()
+    if text.isdigit() and int(text) < len(NCCL_PATHS):
+        return NCCL_PATHS[int(text)]
+    return text if text in NCCL_PATHS else NCCL_DEFAULT_P2P_LEVEL
+
+
+def common_ancestor(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
+    indexes = topology.get("indexes") or []
+    if a not in indexes or b not in indexes:
+        return None
+    return (topology.get("common_ancestor") or [])[indexes.index(a)][indexes.index(b)]
 
 
 def pcie_link(gpu: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -172,13 +232,15 @@ def p2p_status(topology: dict[str, Any], a: int | None, b: int | None) -> int | 
 MAX_RING_SEARCH = 10  # GPUs; beyond, the ring is taken in index order (an exact search grows as 2**n)
 
 
-def allreduce_expectation(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> Expectation | None:
+def allreduce_expectation(
+    gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str] | None = None
+) -> Expectation | None:
     """Large-message bus bandwidth a healthy node of this topology reaches with NCCL: the slowest hop of the
     best ring through every GPU. On an NVSwitch node every hop is NVLink; with NVLink-bridged pairs, a ring
     over more than two GPUs must cross PCIe between pairs, and that hop sets the figure."""
     if len(gpus) < 2:
         return None
-    hops = ring_hops(gpus, topology)
+    hops = ring_hops(gpus, topology, env or {})
     if hops is None:
         return None
     ring = best_ring(len(gpus), lambda i, j: hops[(i, j)].value)
@@ -189,12 +251,13 @@ def allreduce_expectation(gpus: list[dict[str, Any]], topology: dict[str, Any]) 
     return Expectation(slowest.value, slowest.source + note)
 
 
-def ring_hops(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> dict[tuple[int, int], Expectation] | None:
-    """Every ordered pair's hop expectation, or None when some hop has no known link."""
+def ring_hops(
+    gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str]
+) -> dict[tuple[int, int], Expectation] | None:
+    """Every ordered pair's hop expectation over NCCL's transport, or None when some hop has none."""
     hops = {}
     for i, j in permutations(range(len(gpus)), 2):
-        a, b = gpus[i], gpus[j]
-        hop = hop_expectation(a, b, p2p_status(topology, a.get("index"), b.get("index")) in (None, 0))
+        hop = hop_expectation(gpus[i], gpus[j], nccl_route(gpus[i], gpus[j], topology, env))
         if hop is None:
             return None
         hops[(i, j)] = hop

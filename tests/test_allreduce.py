@@ -214,16 +214,23 @@ def topology_case(name: str, p2p_ok: bool | None = None) -> tuple[list[dict], di
 
 
 @pytest.mark.parametrize(
-    "fixture,p2p,expected,source",
+    "fixture,p2p,env,expected,source",
     [
-        ("h100-sxm-8x", None, 351.0, "NVLink 4 x18 per GPU via NVSwitch (450 GB/s)"),
-        ("l40s-pcie-4x", True, 22.05, "PCIe Gen4 x16 (31.5 GB/s), P2P on"),
-        ("l40s-pcie-4x", False, 12.6, "PCIe Gen4 x16 (31.5 GB/s), P2P off"),
+        ("h100-sxm-8x", None, {}, 351.0, "NVLink 4 x18 per GPU via NVSwitch (450 GB/s)"),
+        (
+            "l40s-pcie-4x",
+            True,
+            {"NCCL_P2P_LEVEL": "SYS"},
+            22.05,
+            "PCIe Gen4 x16 (31.5 GB/s), P2P on (path SYS, NCCL_P2P_LEVEL=SYS SYS)",
+        ),
+        ("l40s-pcie-4x", True, {}, 12.6, "PCIe Gen4 x16 (31.5 GB/s), path SYS beyond NCCL's default level PXB: SHM"),
+        ("l40s-pcie-4x", False, {}, 12.6, "PCIe Gen4 x16 (31.5 GB/s), P2P unsupported by NVML: SHM"),
     ],
 )
-def test_expectation_follows_the_topology(fixture: str, p2p, expected: float, source: str) -> None:
+def test_expectation_follows_the_topology(fixture: str, p2p, env: dict, expected: float, source: str) -> None:
     gpus, topology = topology_case(fixture, p2p)
-    exp = expect.allreduce_expectation(gpus, topology)
+    exp = expect.allreduce_expectation(gpus, topology, env)
     assert exp.value == pytest.approx(expected)
     assert exp.source.startswith(source)
 

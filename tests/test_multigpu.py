@@ -297,3 +297,49 @@ def test_host_copies_run_from_the_gpus_numa_node() -> None:
         {"cuda_index": 2, "h2d_gbps": 24.0, "d2h_gbps": 24.0, "verified": True, "numa_node": 1}, gpu, 0.75, {}
     )
     assert row.status.value == "pass" and "host memory on NUMA node 1" in row.summary
+
+
+# ---- The transport NCCL will really use (item 4) ----
+
+
+def ring(base: str, env: dict[str, str], calls=None):
+    facts = node(base, calls=calls)
+    return expect.allreduce_expectation(facts["nvml"]["gpus"], facts["nvml"]["topology"], env)
+
+
+def test_nccl_p2p_disable_means_host_memory_not_nvlink() -> None:
+    """NCCL_P2P_DISABLE=1 on an NVSwitch node: NCCL goes through host memory (SHM), so the expectation is the
+    staged PCIe figure and says why; the remediation's `NCCL_P2P_DISABLE=1` re-run can now pass."""
+    nvlink = ring("h100-sxm-8x", {})
+    staged = ring("h100-sxm-8x", {"NCCL_P2P_DISABLE": "1"})
+    assert nvlink is not None and nvlink.source.startswith("NVLink 4")
+    assert staged is not None and "P2P off (NCCL_P2P_DISABLE=1): SHM" in staged.source
+    assert staged.value < nvlink.value / 5
+    assert ring("h100-sxm-8x", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}) is None
+
+
+def test_nccl_p2p_level_is_judged_against_the_pcie_path() -> None:
+    """L40S pairs behind one PCIe switch tree (NVML: MULTIPLE, NCCL's PXB): P2P at NCCL's default level,
+    staged through host memory at NCCL_P2P_LEVEL=PIX (or 2)."""
+    from fixtures.nodes import L40S
+
+    a, b = node("l40s-pcie-4x")["nvml"]["gpus"][:2]
+    topology = node("l40s-pcie-4x")["nvml"]["topology"]
+    assert expect.nccl_route(a, b, topology, {}).said == "P2P on (path PXB, NCCL's default level PXB)"
+    for level in ("PIX", "2"):
+        route = expect.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": level})
+        assert route.kind == "SHM" and route.said.startswith("path PXB beyond NCCL_P2P_LEVEL="), route
+    assert expect.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": "SYS"}).p2p
+    assert L40S["name"] == a["name"]
+
+
+def test_an_unanswered_p2p_status_is_off_in_both_checks() -> None:
+    """NVML that does not answer the P2P status: the all-reduce expectation assumes host memory (as the P2P
+    check does), and says the status is unknown."""
+    from fixtures.nodes import NA
+
+    unanswered = {f"nvmlDeviceGetP2PStatus(gpu{a},gpu{b},0)": NA for a in range(4) for b in range(4) if a != b}
+    facts = node("l40s-pcie-4x", calls=unanswered)
+    a, b = facts["nvml"]["gpus"][:2]
+    route = expect.nccl_route(a, b, facts["nvml"]["topology"], {})
+    assert route.kind == "SHM" and route.said.startswith("P2P status unknown")
