@@ -156,15 +156,6 @@ def test_level_full_scales_every_workload_through_one_factor(monkeypatch) -> Non
         assert full[check_id][work] == params[work] * FULL_WORK_FACTOR, check_id
 
 
-def test_the_comparison_run_gets_what_is_left_of_one_budget() -> None:
-    from gpudoctor.checks import ddp
-
-    spec = next(s for s in discover(entry_points=False).specs if s.id == "ddp.train")
-    ctx = CheckContext(load_snapshot("h100-sxm-8x"), Options(), dict(spec.settings), spec)
-    skipped = ddp.comparison_run(ctx, ddp.resolve({}, "cpu"), left_s=3.0)
-    assert skipped.status == Status.SKIP and "no time left in the 300 s budget" in skipped.summary
-
-
 def test_only_the_sources_asked_for_are_gathered() -> None:
     from gpudoctor.facts import snapshot
 
