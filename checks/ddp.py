@@ -217,20 +217,21 @@ def worker(ctx: RankContext) -> dict[str, Any]:
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     scaler = grad_scaler(p, ctx.device)
     pool = [make_batch(step, ctx.rank, p, templates, ctx.device) for step in range(4)]
-    state = {"initial": initial, "grad_error": None}
+    grad_error = None
 
     def train_step(step: int) -> Any:
+        nonlocal initial, grad_error
         ctx.phase(f"train step {step}")
         images, labels = pool[step % len(pool)]
         loss = loss_of(ddp, images, labels, p, ctx.device)
         optimizer.zero_grad(set_to_none=True)
         (scaler.scale(loss) if scaler else loss).backward()
-        if step == 0 and state["initial"] is not None:
+        if step == 0 and initial is not None:
             scale = scaler.get_scale() if scaler else 1.0
             if scaler:
                 scaler.unscale_(optimizer)
-            state["grad_error"] = reference_gradient_error(state["initial"], ddp, ctx, p, templates, scale)
-            state["initial"] = None
+            grad_error = reference_gradient_error(initial, ddp, ctx, p, templates, scale)
+            initial = None
         if scaler:
             scaler.step(optimizer)
             scaler.update()
@@ -260,7 +261,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "losses": (every_loss / ctx.world_size).tolist(),
         "params_checksum": measure.checksum(params),
         "finite": bool(torch.isfinite(params).all()) and bool(torch.isfinite(every_loss).all()),
-        "grad_rel_error": state["grad_error"],
+        "grad_rel_error": grad_error,
         "step_s": measure.seconds_between(marks, ctx.device),
         "warmup_steps": warmed,
         "peak_mib": _peak_mib(ctx.device),
@@ -490,11 +491,11 @@ def _throughput(
         *[Metric("peak_memory", round(r["peak_mib"], 1), "MiB", labels={"rank": r["rank"]}) for r in ranks],
     ]
     text = f"{total:.0f} img/s ({per_gpu:.0f} per {'GPU' if device == 'cuda' else 'rank'}), step {step * 1000:.1f} ms"
-    spread = (spread[2] - spread[0]) / step
-    if expected is not None and spread > UNSTABLE_SPREAD:
+    iqr_share = (spread[2] - spread[0]) / step
+    if expected is not None and iqr_share > UNSTABLE_SPREAD:
         return Result(
             Status.WARN,
-            f"unstable: step time {step * 1000:.1f} ms with an interquartile range of {spread:.0%} of it "
+            f"unstable: step time {step * 1000:.1f} ms with an interquartile range of {iqr_share:.0%} of it "
             f"(over {UNSTABLE_SPREAD:.0%}): {text} not judged ({run})",
             aspect="throughput",
             metrics=metrics,

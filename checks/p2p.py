@@ -49,12 +49,10 @@ def copy_pair(a: int, b: int, params: dict[str, Any]) -> dict[str, Any]:
     numel = params["bytes"] // 4
     src = torch.randn(numel, device=f"cuda:{a}")
     dst = torch.empty(numel, device=f"cuda:{b}")
-    checks, wrong = 0, 0
 
-    def timed(s: Any, d: Any) -> dict[str, float]:
-        nonlocal checks, wrong
+    def copies(s: Any, d: Any) -> Any:
         want = measure.checksum(s)
-        times, bad = measure.checked_repeats(
+        return measure.checked_repeats(
             lambda: d.copy_(s),
             torch.device("cuda", a),
             params["warmup"],
@@ -62,17 +60,15 @@ def copy_pair(a: int, b: int, params: dict[str, Any]) -> dict[str, Any]:
             clear=lambda: d.fill_(float("nan")),
             verify=lambda: measure.checksum(d) == want,
         )
-        checks, wrong = checks + params["warmup"] + params["iters"], wrong + bad
-        return measure.summary(times)
 
-    copy = timed(src, dst)
-    latency = timed(src[:1], dst[:1])
+    large, tiny = copies(src, dst), copies(src[:1], dst[:1])
     torch.cuda.synchronize(b)
+    wrong = large.wrong + tiny.wrong
     return {
-        "gbps": params["bytes"] / copy["median_s"] / 1e9,
-        "latency_us": latency["median_s"] * 1e6,
+        "gbps": params["bytes"] / measure.summary(large.times)["median_s"] / 1e9,
+        "latency_us": measure.summary(tiny.times)["median_s"] * 1e6,
         "verified": wrong == 0,
-        "copies_checked": checks,
+        "copies_checked": large.checked + tiny.checked,
         "copies_wrong": wrong,
     }
 

@@ -98,10 +98,6 @@ def from_setting(value: float, name: str) -> Expectation | None:
     return Expectation(value, f"config {name}") if value else None
 
 
-def active_nvlinks(gpu: dict[str, Any]) -> int:
-    return sum(1 for link in gpu.get("nvlinks") or [] if link["active"])
-
-
 def nvlink_generation(gpu: dict[str, Any]) -> int | None:
     versions = [link.get("version") for link in gpu.get("nvlinks") or [] if link["active"]]
     model = gpu_model(gpu)
@@ -179,23 +175,45 @@ NCCL_DEFAULT_P2P_LEVEL = "PXB"  # P2P through PCIe switches, not through the CPU
 
 def nccl_route(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any], env: dict[str, str]) -> Route:
     """The transport NCCL picks between GPUs `a` and `b` under the node's NCCL_* settings."""
-    staged = "NET (NCCL_SHM_DISABLE=1)" if env.get("NCCL_SHM_DISABLE") == "1" else "SHM"
+    no_p2p = p2p_refused(a, b, topology, env)
+    if no_p2p is None:
+        return Route("P2P", f"P2P on (path {p2p_path(a, b, topology)}, {p2p_allowed(env)})")
+    if env.get("NCCL_SHM_DISABLE") == "1":
+        return Route("NET", f"{no_p2p}: NET (NCCL_SHM_DISABLE=1)")
+    return Route("SHM", f"{no_p2p}: SHM")
+
+
+def p2p_refused(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any], env: dict[str, str]) -> str | None:
+    """Why NCCL will not use P2P between `a` and `b`, or None when it will."""
     if env.get("NCCL_P2P_DISABLE") == "1":
-        return Route(staged.split(" ")[0], f"P2P off (NCCL_P2P_DISABLE=1): {staged}")
-    allowed = p2p_level(env.get("NCCL_P2P_LEVEL"))
-    level = "NCCL_P2P_LEVEL=" + env["NCCL_P2P_LEVEL"] if "NCCL_P2P_LEVEL" in env else "NCCL's default level"
-    if nvlinks_between(a, b)[0]:
-        path = "NVL"
-    else:
+        return "P2P off (NCCL_P2P_DISABLE=1)"
+    if not nvlinks_between(a, b)[0]:
         status = p2p_status(topology, a.get("index"), b.get("index"))
         if status is None:
-            return Route(staged.split(" ")[0], f"P2P status unknown (NVML did not answer): {staged}")
+            return "P2P status unknown (NVML did not answer)"
         if status != 0:
-            return Route(staged.split(" ")[0], f"P2P unsupported by NVML: {staged}")
-        path = ANCESTOR_PATH.get(common_ancestor(topology, a.get("index"), b.get("index")), "SYS")
-    if NCCL_PATHS.index(path) > NCCL_PATHS.index(allowed):
-        return Route(staged.split(" ")[0], f"path {path} beyond {level} {allowed}: {staged}")
-    return Route("P2P", f"P2P on (path {path}, {level} {allowed})")
+            return "P2P unsupported by NVML"
+    path = p2p_path(a, b, topology)
+    if NCCL_PATHS.index(path) > NCCL_PATHS.index(p2p_level(env.get("NCCL_P2P_LEVEL"))):
+        return f"path {path} beyond {p2p_allowed(env)}"
+    return None
+
+
+def p2p_path(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any]) -> str:
+    """The path between two GPUs as NCCL names it: NVL over shared NVLinks, else from the common PCIe ancestor."""
+    if nvlinks_between(a, b)[0]:
+        return "NVL"
+    return ANCESTOR_PATH.get(pair_value(topology, "common_ancestor", a.get("index"), b.get("index")), "SYS")
+
+
+def p2p_allowed(env: dict[str, str]) -> str:
+    """The P2P level in force, in words: NCCL_P2P_LEVEL as set, or NCCL's default."""
+    level = p2p_level(env.get("NCCL_P2P_LEVEL"))
+    return (
+        f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']} {level}"
+        if "NCCL_P2P_LEVEL" in env
+        else f"NCCL's default level {level}"
+    )
 
 
 def p2p_level(value: str | None) -> str:
@@ -208,13 +226,6 @@ def p2p_level(value: str | None) -> str:
     return text if text in NCCL_PATHS else NCCL_DEFAULT_P2P_LEVEL
 
 
-def common_ancestor(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
-    indexes = topology.get("indexes") or []
-    if a not in indexes or b not in indexes:
-        return None
-    return (topology.get("common_ancestor") or [])[indexes.index(a)][indexes.index(b)]
-
-
 def pcie_link(gpu: dict[str, Any]) -> tuple[int | None, int | None]:
     """The link's capability (max generation and width), not its idle state."""
     link = gpu.get("pcie") or {}
@@ -222,11 +233,17 @@ def pcie_link(gpu: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def p2p_status(topology: dict[str, Any], a: int | None, b: int | None) -> int | None:
-    """NVML's P2P read status between two GPUs by NVML index (0 is OK); the matrix is in `indexes` order."""
+    """NVML's P2P read status between two GPUs by NVML index (0 is OK)."""
+    return pair_value(topology, "p2p_read", a, b)
+
+
+def pair_value(topology: dict[str, Any], matrix: str, a: int | None, b: int | None) -> Any:
+    """One entry of a pairwise topology matrix (`p2p_read`, `common_ancestor`) by NVML index: the matrices are
+    in `indexes` order; None for a GPU not in them."""
     indexes = topology.get("indexes") or []
     if a not in indexes or b not in indexes:
         return None
-    return (topology.get("p2p_read") or [])[indexes.index(a)][indexes.index(b)]
+    return (topology.get(matrix) or [])[indexes.index(a)][indexes.index(b)]
 
 
 MAX_RING_SEARCH = 10  # GPUs; beyond, the ring is taken in index order (an exact search grows as 2**n)

@@ -432,8 +432,9 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankCont
     ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault, deadline)
     ctx.phase("rendezvous")
     if backend == "nccl":
-        torch.cuda.init()  # counted by the CUDA runtime, not NVML: a MIG node's parents are not devices
-        index = local_rank % torch.cuda.device_count()  # several ranks may share a GPU (NCCL >= 2.30)
+        from gpudoctor.measure import cuda_devices
+
+        index = local_rank % cuda_devices()  # several ranks may share a GPU (NCCL >= 2.30)
         torch.cuda.set_device(index)
         ctx.device = torch.device("cuda", index)
     timeout = timedelta(seconds=collective_timeout(deadline))

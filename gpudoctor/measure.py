@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -42,6 +43,16 @@ def time_repeats(
         return seconds_between(marks, device)
 
 
+@dataclass
+class Checked:
+    """Timed copies whose data was checked: the timings, how many copies were checked (warm-up ones too) and
+    how many of them were wrong."""
+
+    times: list[float]
+    checked: int
+    wrong: int
+
+
 def checked_repeats(
     fn: Callable[[], Any],
     device: Any,
@@ -49,13 +60,12 @@ def checked_repeats(
     iters: int,
     clear: Callable[[], Any],
     verify: Callable[[], bool],
-) -> tuple[list[float], int]:
+) -> Checked:
     """`time_repeats` of a copy whose destination is cleared before every call and whose data is checked after
-    every call, outside the timed region: the timings, and how many calls (warm-up ones too) copied wrong
-    data. Checking only the last copy misses a link that corrupts some of them."""
-    wrong: list[bool] = []
-    times = time_repeats(fn, device, warmup, iters, prepare=clear, check=lambda: wrong.append(not verify()))
-    return times, sum(wrong)
+    every call, outside the timed region. Checking only the last copy misses a link that corrupts some."""
+    right: list[bool] = []
+    times = time_repeats(fn, device, warmup, iters, prepare=clear, check=lambda: right.append(verify()))
+    return Checked(times, len(right), right.count(False))
 
 
 def on_device(device: Any) -> Any:

@@ -80,9 +80,10 @@ def _cuda(torch: Any) -> dict[str, Any]:
 
 
 def _runtime_count(torch: Any) -> int:
-    """The devices CUDA gives this process. Uninitialised, torch counts through NVML: on a MIG node every
-    parent GPU, where CUDA enumerates one slice."""
-    with contextlib.suppress(Exception):  # a CUDA that does not initialise shows as each device's error
+    """The devices CUDA gives this process, as `measure.cuda_devices` counts them (for the torch given here):
+    uninitialised, torch counts through NVML, on a MIG node every parent GPU where CUDA enumerates one slice.
+    A CUDA that does not initialise leaves torch's own count, so each device shows the error."""
+    with contextlib.suppress(Exception):
         torch.cuda.init()
     return torch.cuda.device_count()
 
@@ -109,8 +110,8 @@ def _device(torch: Any, index: int) -> dict[str, Any]:
 
 def mig_profile(name: str) -> str | None:
     """The MIG profile a device name carries ("NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb"), else None."""
-    head, _, profile = name.rpartition(" MIG ")
-    return profile.strip() or None if head else None
+    head, found, profile = name.rpartition(" MIG ")
+    return profile.strip() if head and found and profile.strip() else None
 
 
 def _uuid(props: Any, prefix: str) -> str | None:
