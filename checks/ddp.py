@@ -536,9 +536,6 @@ def alone(
     return [_per_gpu(own, p["batch_size"], device, gpus), _scaling(ranks, own, device, settings["min_scaling"])]
 
 
-GPU_FRACTIONS = compare.Fractions(straggler=0.9, fail=0.8)  # of the peers' median own speed
-
-
 def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: list[dict[str, Any]]) -> Result:
     """Every GPU's images per second alone (the better of two passes) against the median of its peers'; the
     allowance from the difference between the passes."""
@@ -552,7 +549,7 @@ def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: list[di
         return Result(Status.PASS, f"{head}; ranks share the CPU, so not judged", aspect="per-gpu")
     rows = []
     for rank, value in sorted(values.items()):
-        status, ratio = compare.judge(value, reference, allow, GPU_FRACTIONS)
+        status, ratio = compare.judge(value, reference, allow, compare.PEER_GPUS)
         metric = compare.figure("images_per_s_alone", value, "img/s", reference, allow, {"rank": rank})
         gpu = gpus[rank] if rank < len(gpus) else {"index": None, "name": f"cuda:{rank}"}
         rows.append(gpu_row(gpu, status, f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers", [metric]))

@@ -57,6 +57,9 @@ class Fractions:
     fail: float
 
 
+PEER_GPUS = Fractions(straggler=0.9, fail=0.8)  # GPUs of one node against the median of their peers
+
+
 def allowance(sigma: float | None, tests: int, source: str, family_rate: float = FAMILY_RATE) -> Allowance:
     """The allowance for `tests` figures judged at once, each with log-spread `sigma` (at least MIN_SIGMA)."""
     z = statistics.NormalDist().inv_cdf(1 - family_rate / max(1, tests))

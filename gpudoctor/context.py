@@ -11,7 +11,7 @@ from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.expect import Expectation
 from gpudoctor.facts.identity import used_gpus, with_gpus
-from gpudoctor.facts.nvml import usable
+from gpudoctor.facts.nvml import Sampler, usable
 from gpudoctor.facts.schema import SOURCES, GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
 from gpudoctor.isolate import run_isolated
 from gpudoctor.launch import launch
@@ -205,6 +205,12 @@ class CheckContext:
         local = local_ranks or self.world_size
         limit = timeout_s or self.timeout_s
         return self.cluster.run(self.spec.id, worker, params, local, backend, limit, plan_params)
+
+    def watch_gpus(self, every_s: float) -> Sampler:
+        """NVML read every `every_s` seconds on the GPUs in use while the `with` block runs (a load): SM clock,
+        power, temperature and why the clocks are held down, each sample with its wall-clock time."""
+        indexes = sorted({g["index"] for g in self.used_gpus if g.get("index") is not None})
+        return Sampler(indexes, every_s)
 
     def run_isolated(self, target: str, payload: dict[str, Any], timeout_s: float | None = None) -> Any | Result:
         """`target(payload)` in its own process session, killed with all it started at this check's timeout:

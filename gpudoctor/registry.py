@@ -38,6 +38,7 @@ BUILTIN_ORDER = {
             "compute",
             "memtest",
             "ddp",
+            "load",
             "links",
             "cluster",
         )

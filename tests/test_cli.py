@@ -71,6 +71,7 @@ def test_list_shows_every_builtin_with_level_and_source() -> None:
         "compute.gemm",
         "memory.test",
         "ddp.train",
+        "load.concurrent",
     ):
         assert check_id in out
     assert "standard" in out and "builtin" in out

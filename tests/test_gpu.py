@@ -29,6 +29,7 @@ def test_standard_level_runs_every_workload_on_the_gpus() -> None:
         "compute.gemm",
         "memory.test",
         "ddp.train",
+        "load.concurrent",
     ):
         statuses = {c["status"] for c in by_id[check_id]}
         assert statuses.isdisjoint({"error", "timeout"}), by_id[check_id]
@@ -36,6 +37,18 @@ def test_standard_level_runs_every_workload_on_the_gpus() -> None:
     ddp = {c["aspect"]: c["status"] for c in by_id["ddp.train"]}
     for aspect in ("loss-falls", "params-identical", "gradient-matches", "finite"):
         assert ddp[aspect] == "pass"
+    assert ddp["throughput"] in ("pass", "warn"), by_id["ddp.train"]  # settled, or said to be unstable
+
+
+def test_every_gpu_loaded_at_once_is_watched_through_nvml() -> None:
+    """The concurrent load on every GPU with NVML read throughout: each GPU's row carries its settled figure
+    and the clock, power and temperature NVML saw."""
+    proc = gpudoctor("check", "--level", "standard", "--only", "load.concurrent", "--json", timeout=600)
+    (check,) = json.loads(proc.stdout)["checks"]
+    assert check["status"] in ("pass", "warn", "fail") and len(check["rows"]) == torch.cuda.device_count()
+    for row in check["rows"]:
+        names = {m["name"] for m in row["metrics"]}
+        assert {"bf16_under_load", "sm_clock_min", "power_max", "temperature_max"} <= names, row
 
 
 def test_copy_measurements_are_verified_and_plausible() -> None:

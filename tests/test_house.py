@@ -128,7 +128,7 @@ def test_timeout_precedence(cli, setting, config, declared, expected) -> None:
     assert CheckContext({}, options, {"timeout": setting}, spec).timeout_s == expected
 
 
-WORKLOADS = ("compute.", "bandwidth.", "memory.", "allreduce.", "p2p.", "ddp.")
+WORKLOADS = ("compute.", "bandwidth.", "memory.", "allreduce.", "p2p.", "ddp.", "load.")
 
 
 def _payloads(level: str, monkeypatch) -> dict[str, dict[str, Any]]:
@@ -150,9 +150,10 @@ def _payloads(level: str, monkeypatch) -> dict[str, dict[str, Any]]:
 
 def test_level_full_scales_every_workload_through_one_factor(monkeypatch) -> None:
     quick, full = _payloads("quick", monkeypatch), _payloads("full", monkeypatch)
-    assert set(quick) == set(full) and len(quick) == 7
+    assert set(quick) == set(full) and len(quick) == 8
     for check_id, params in quick.items():
-        work = "steps" if check_id == "ddp.train" else "iters" if "iters" in params else "walking_bits"
+        work = {"ddp.train": "steps", "load.concurrent": "seconds"}.get(check_id)
+        work = work or ("iters" if "iters" in params else "walking_bits")
         assert full[check_id][work] == params[work] * FULL_WORK_FACTOR, check_id
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -171,6 +173,7 @@ PROCESS_LISTS = (
     ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
 )
 NO_MIG_INSTANCE = 0xFFFFFFFF
+NVML_CLOCK_SM = 1  # nvmlClockType_t
 # nvmlNvlinkVersion_t: NVML's code for an NVLink's version -> the NVLink generation (2.2 is NVLink 2, 3.1 is
 # NVLink 3). nvml.h: NVML_NVLINK_VERSION_1_0 = 1, 2_0 = 2, 2_2 = 3, 3_0 = 4, 3_1 = 5, 4_0 = 6, 5_0 = 7, 6_0 = 8.
 NVLINK_GENERATIONS = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
@@ -313,6 +316,26 @@ class Gateway:
     def _process_list(self, d: Dev, name: str) -> list[dict[str, Any]] | None:
         return self.newest(d, name, f"{name}_v2")
 
+    def _reasons(self, d: Dev) -> list[str] | None:
+        """Why the clocks are held down now (nvmlClocksEventReason*, or the older throttle reasons), by name."""
+        names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        return decode_bits(self.newest(d, *names), CLOCK_EVENT_REASONS)
+
+    def sample(self, index: int) -> dict[str, Any]:
+        """What a GPU is doing now, as a load is watched: SM clock, power draw, temperature, and why the clocks
+        are held down; a GPU lost meanwhile says so."""
+        d = Dev(index)
+        try:
+            return {
+                "gpu": index,
+                "sm_mhz": self.q("nvmlDeviceGetClockInfo", d, NVML_CLOCK_SM),
+                "power_w": self.q("nvmlDeviceGetPowerUsage", d, convert=_milli),
+                "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
+                "reasons": self._reasons(d),
+            }
+        except GpuLost:
+            return {"gpu": index, "lost": True}
+
     def newest(self, d: Dev, *names: str) -> Any:
         """The first of several generations of one query that this driver has (FunctionNotFound moves on)."""
         code = None
@@ -341,10 +364,7 @@ class Gateway:
                     "failure": bool(r[3]),
                 },
             ),
-            "clock_event_reasons": decode_bits(
-                self.newest(d, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
-                CLOCK_EVENT_REASONS,
-            ),
+            "clock_event_reasons": self._reasons(d),
             "temperature_c": self.q("nvmlDeviceGetTemperature", d, 0),
             "temperature_slowdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 1),
             "temperature_shutdown_c": self.q("nvmlDeviceGetTemperatureThreshold", d, 0),
@@ -534,3 +554,45 @@ def gather_live() -> tuple[dict[str, Any], dict[str, Any]]:
         with contextlib.suppress(backend.lib.NVMLError):
             backend.lib.nvmlShutdown()
     return facts, backend.recording
+
+
+class Sampler:
+    """NVML read in a thread of its own while a load runs: every `every_s` seconds, each GPU's `sample`, with
+    the wall-clock time it was taken. Use as a context manager around the load; `samples` holds what was
+    read (nothing when NVML cannot start: the load is then judged on its figures alone)."""
+
+    def __init__(self, indexes: list[int], every_s: float, backend: Callable[[], Backend] = LiveNvml) -> None:
+        self.indexes = indexes
+        self.every_s = every_s
+        self.backend = backend
+        self.samples: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._open: Backend | None = None
+
+    def __enter__(self) -> Sampler:
+        try:
+            backend = self.backend()
+            backend.call("nvmlInit")
+        except (ImportError, NvmlCallError) as exc:
+            self.error = f"NVML could not be read during the load: {exc}"
+            return self
+        self._thread = threading.Thread(target=self._run, args=(Gateway(backend),), daemon=True)
+        self._thread.start()
+        self._open = backend
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None and self._open is not None:
+            self._thread.join()
+            with contextlib.suppress(NvmlCallError):
+                self._open.call("nvmlShutdown")
+
+    def _run(self, gateway: Gateway) -> None:
+        while True:
+            taken = time.time()
+            self.samples += [{"t": taken, **gateway.sample(i)} for i in self.indexes]
+            if self._stop.wait(self.every_s):
+                return

@@ -1,0 +1,175 @@
+"""Every GPU loaded at once, as a training job loads a node: a node that passes one GPU at a time can still
+throttle, or fall below its peers, with all of them at full power. bf16 GEMMs on every GPU together for a
+while (short at `standard`, four times longer at `full`), NVML read throughout: the GPU that slows down is
+named with the figure it reached, the clocks it fell to and why NVML says they fell.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    RankContext,
+    Remediation,
+    Result,
+    Row,
+    Status,
+    check,
+    compare,
+    expect,
+    from_rows,
+    gpu_row,
+    worst,
+)
+
+from .compute import TOLERANCE, gemm_error
+
+# Why clocks fall, as NVML names it, graded: the hardware braking a GPU is a fault; thermal software slowdown
+# a warning; a software power cap under full load is how a healthy GPU runs (said, not judged).
+BRAKES = {"hw_slowdown": Status.FAIL, "hw_thermal_slowdown": Status.FAIL, "hw_power_brake_slowdown": Status.FAIL}
+BRAKES["sw_thermal_slowdown"] = Status.WARN
+SAID = ("sw_power_cap",)
+
+
+def worker(ctx: RankContext) -> dict[str, Any]:
+    """One rank per GPU: calibrate a window of GEMMs (about `window_s`), start with every rank, then time
+    window after window until `seconds` have passed; the last product is verified."""
+    import torch
+    import torch.distributed as dist
+
+    from gpudoctor.api import measure
+
+    p, device = ctx.params, ctx.device
+    a, b = (torch.randn(p["n"], p["n"], device=device, dtype=torch.bfloat16) for _ in range(2))
+    out = torch.empty_like(a)
+    ctx.phase("calibrate")
+    once = statistics.median(measure.time_repeats(lambda: torch.matmul(a, b, out=out), device, 2, 3))
+    per_window = max(1, round(p["window_s"] / once))
+    flops = 2 * p["n"] ** 3 * per_window
+    dist.barrier()
+    ctx.phase("load")
+    started, windows = time.time(), []
+    while time.time() - started < p["seconds"]:
+        start = measure.mark(device)
+        for _ in range(per_window):
+            torch.matmul(a, b, out=out)
+        windows.append(flops / measure.seconds_between([(start, measure.mark(device))], device)[0] / 1e12)
+    return {
+        "rank": ctx.rank,
+        "started": started,
+        "ended": time.time(),
+        "tflops": windows,
+        "rel_error": gemm_error(a, b, out),
+    }
+
+
+def settled_figure(windows: list[float]) -> float:
+    """The figure a GPU holds under load: the median of the second half of its windows (once it is hot)."""
+    return statistics.median(windows[len(windows) // 2 :])
+
+
+def during(samples: list[dict[str, Any]], gpu: int | None, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """NVML's samples of one GPU taken while the load ran."""
+    start, end = min(r["started"] for r in ranks), max(r["ended"] for r in ranks)
+    return [s for s in samples if s["gpu"] == gpu and start <= s["t"] <= end]
+
+
+def watched(seen: list[dict[str, Any]]) -> tuple[str, list[Metric], Status]:
+    """What NVML saw of one GPU under load, in words and figures, and the worst clock-event grade."""
+    if not seen:
+        return "", [], Status.PASS
+    if any(s.get("lost") for s in seen):
+        return "; the GPU was lost during the load", [], Status.FAIL
+    reasons = sorted({r for s in seen for r in s.get("reasons") or [] if r in BRAKES or r in SAID})
+    grade = worst([BRAKES.get(r, Status.PASS) for r in reasons])
+    figures = {
+        "sm_clock_min": (min, "sm_mhz", "MHz"),
+        "power_max": (max, "power_w", "W"),
+        "temperature_max": (max, "temperature_c", "C"),
+    }
+    metrics = []
+    for name, (pick, key, unit) in figures.items():
+        values = [s[key] for s in seen if s.get(key) is not None]
+        if values:
+            metrics.append(Metric(name, pick(values), unit))
+    text = ", ".join(f"{m.name.replace('_', ' ')} {m.value:g} {m.unit}" for m in metrics)
+    if reasons:
+        text += f"; clocks held down: {', '.join(reasons)}"
+    return f"; {text}" if text else "", metrics, grade
+
+
+def judge(
+    ranks: list[dict[str, Any]], samples: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float
+) -> Result:
+    """Each GPU's settled bf16 figure under the shared load: verified, against the median of its peers (the
+    allowance from the spread of its windows) and its datasheet, with what NVML saw while it ran."""
+    values = {r["rank"]: settled_figure(r["tflops"]) for r in ranks}
+    reference = compare.median_reference(list(values.values()), "GPUs under the same load")
+    spread = [compare.robust_spread([x - statistics.median(logs) for x in logs]) for logs in log_windows(ranks)]
+    allow = compare.allowance(statistics.median(spread), len(values), f"across the load windows of {len(values)} GPUs")
+    rows = [gpu_row_for(r, values, reference, allow, samples, gpus, floor) for r in ranks]
+    head = f"{len(ranks)} GPUs under bf16 load at once: median {reference.value:.4g} TFLOP/s; {allow.describe()}"
+    return from_rows(
+        rows,
+        head,
+        Remediation(
+            "A GPU that slows down only when every GPU works is short of power or cooling (a power brake, a "
+            "thermal slowdown) or weaker than its peers.",
+            ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <GPU>", "ipmitool sdr type Temperature"],
+        ),
+    )
+
+
+def log_windows(ranks: list[dict[str, Any]]) -> list[list[float]]:
+    return [[math.log(t) for t in r["tflops"] if t > 0] for r in ranks]
+
+
+def gpu_row_for(
+    rank: dict[str, Any],
+    values: dict[int, float],
+    reference: compare.Reference,
+    allow: compare.Allowance,
+    samples: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    floor: float,
+) -> Row:
+    gpu = gpus[rank["rank"]] if rank["rank"] < len(gpus) else {"index": None, "name": f"cuda:{rank['rank']}"}
+    value = values[rank["rank"]]
+    said, nvml_figures, grade = watched(during(samples, gpu.get("index"), [rank]))
+    if rank["rel_error"] > TOLERANCE["bf16"]:
+        return gpu_row(gpu, Status.FAIL, f"WRONG RESULTS under load (relative error {rank['rel_error']:.2g})", [])
+    expected = expect.model_expectation(gpu, "bf16_tflops", "gemm")
+    status, datasheet = expect.verdict("bf16_under_load", value, "TFLOP/s", expected, floor)
+    peers, ratio = compare.judge(value, reference, allow, compare.PEER_GPUS) if len(values) > 1 else (Status.PASS, 1.0)
+    text = f"bf16 {value:.4g} TFLOP/s under load" + (f", {ratio:.2f}x its peers' median" if len(values) > 1 else "")
+    if status == Status.FAIL:
+        text += f", below {datasheet.expected} ({datasheet.expected_source})"
+    return gpu_row(gpu, worst([status, peers, grade]), text + said, [datasheet, *nvml_figures])
+
+
+@check(
+    "load.concurrent",
+    "Every GPU under load at once",
+    level="standard",
+    needs=("gpu", "live", "torch"),
+    uses=("nvml",),
+    timeout_s=300,
+    settings={"seconds": 20, "n": 8192, "window_s": 0.5, "sample_s": 0.5, "floor": 0.75},
+)
+def concurrent(ctx: CheckContext) -> Result:
+    """bf16 GEMMs on every GPU at once for `seconds` (x4 at `full`), NVML read every `sample_s` throughout:
+    each GPU's settled figure against its peers and its datasheet, and why its clocks fell."""
+    params = {k: ctx.settings[k] for k in ("n", "window_s")} | {"seconds": ctx.settings["seconds"] * ctx.work_factor}
+    with ctx.watch_gpus(ctx.settings["sample_s"]) as sampler:
+        ranks = ctx.launch("gpudoctor.checks.load:worker", params)
+    if isinstance(ranks, Result):
+        return ranks
+    result = judge(ranks, sampler.samples, ctx.used_gpus, ctx.settings["floor"])
+    if sampler.error:
+        result.summary += f" ({sampler.error})"
+    return result

@@ -1,0 +1,111 @@
+"""Every GPU under load at once (load.concurrent): the worker for real on CPU ranks (gloo), NVML's samples
+through the real gateway on replayed answers, and the judge on the node a training job would find."""
+
+from __future__ import annotations
+
+import time
+
+from fixtures.nodes import node
+from gpudoctor.checks import load
+
+from gpudoctor.facts.fake import ReplayNvml
+from gpudoctor.facts.nvml import Gateway, Sampler
+from gpudoctor.launch import launch
+from gpudoctor.model import Status
+
+BRAKE = 0x80 | 0x4  # hw_power_brake_slowdown and sw_power_cap, as NVML sets the bits
+
+
+def watched_calls(gpu: int, mhz: int, watts_mw: int, reasons: int) -> dict:
+    return {
+        f"nvmlDeviceGetClockInfo(gpu{gpu},1)": mhz,
+        f"nvmlDeviceGetPowerUsage(gpu{gpu})": watts_mw,
+        f"nvmlDeviceGetCurrentClocksEventReasons(gpu{gpu})": reasons,
+    }
+
+
+def test_a_sample_reads_clock_power_temperature_and_why_clocks_fell() -> None:
+    calls = node(calls=watched_calls(3, 1410, 699_000, BRAKE))["nvml_calls"]
+    sample = Gateway(ReplayNvml(calls)).sample(3)
+    assert sample == {
+        "gpu": 3,
+        "sm_mhz": 1410,
+        "power_w": 699.0,
+        "temperature_c": 41,
+        "reasons": ["sw_power_cap", "hw_power_brake_slowdown"],
+    }
+
+
+def test_the_sampler_reads_every_gpu_until_the_load_ends() -> None:
+    calls = node(calls={**watched_calls(0, 1980, 500_000, 0x4), **watched_calls(1, 1980, 510_000, 0x4)})["nvml_calls"]
+    with Sampler([0, 1], 0.01, lambda: ReplayNvml(calls)) as sampler:
+        time.sleep(0.2)
+    per_gpu = {g: [s for s in sampler.samples if s["gpu"] == g] for g in (0, 1)}
+    assert all(len(seen) >= 3 for seen in per_gpu.values()) and sampler.error is None
+    count = len(sampler.samples)
+    time.sleep(0.05)
+    assert len(sampler.samples) == count  # stopped with the block
+
+
+def test_nvml_that_cannot_start_leaves_the_load_judged_on_its_figures() -> None:
+    with Sampler([0], 0.01, lambda: ReplayNvml({"nvmlInit()": {"nvml_error": 9}})) as sampler:
+        pass
+    assert sampler.samples == [] and sampler.error.startswith("NVML could not be read during the load")
+
+
+def test_the_worker_loads_every_rank_at_once_and_verifies(no_leftovers) -> None:
+    """Two CPU ranks (gloo) run the same loop a GPU node does: calibrated windows of bf16 GEMMs for the time
+    asked, started together, the last product checked against float64."""
+    outcome = launch("gpudoctor.checks.load:worker", 2, "gloo", {"n": 128, "window_s": 0.05, "seconds": 1.0}, 120)
+    assert outcome.status == "pass", outcome.message
+    for rank in outcome.data:
+        assert len(rank["tflops"]) >= 3 and all(t > 0 for t in rank["tflops"])
+        assert rank["ended"] - rank["started"] >= 1.0 and rank["rel_error"] < 2e-2
+
+
+def loaded(figures: list[float], start: float = 1000.0) -> list[dict]:
+    """Eight ranks' windows (a 2 % wobble) over 20 s of load."""
+    return [
+        {"rank": r, "started": start, "ended": start + 20, "tflops": [f * (1 + 0.02 * (i % 3 - 1)) for i in range(40)]}
+        | {"rel_error": 1e-3}
+        for r, f in enumerate(figures)
+    ]
+
+
+def samples_of(gpu: int, reasons: list[str], mhz: int = 1980, start: float = 1000.0) -> list[dict]:
+    return [
+        {"t": start + t, "gpu": gpu, "sm_mhz": mhz, "power_w": 690.0, "temperature_c": 70, "reasons": reasons}
+        for t in range(1, 20)
+    ]
+
+
+def test_a_gpu_braked_under_load_is_named_with_its_figure_and_why() -> None:
+    """GPU 3 of eight falls to 0.6x under the shared load, NVML showing the power brake: named, with the
+    figure it reached, its clock and the reason; the others (at their power cap, as healthy GPUs run) pass."""
+    gpus = node()["nvml"]["gpus"]
+    figures = [620.0] * 8
+    figures[3] = 372.0
+    samples = [s for g in range(8) for s in samples_of(g, ["sw_power_cap"])]
+    samples += samples_of(3, ["sw_power_cap", "hw_power_brake_slowdown"], mhz=1100)
+    result = load.judge(loaded(figures), samples, gpus, 0.75)
+    assert result.status == Status.FAIL and result.summary.startswith("GPU 3: bf16 372 TFLOP/s under load, 0.60x")
+    bad = [r for r in result.rows if r.status != Status.PASS]
+    assert [r.index for r in bad] == [3]
+    assert "sm clock min 1100 MHz" in bad[0].summary and "hw_power_brake_slowdown" in bad[0].summary
+    assert "below >= 519.2" in bad[0].summary  # 0.75 x 0.7 x 989 TFLOP/s, the H100 SXM datasheet
+    fine = next(r for r in result.rows if r.index == 0)
+    assert fine.status == Status.PASS and "clocks held down: sw_power_cap" in fine.summary
+
+
+def test_a_brake_alone_fails_even_at_full_speed() -> None:
+    """The hardware braking a GPU is a fault even when its figure has not fallen yet (a short load)."""
+    gpus = node()["nvml"]["gpus"]
+    samples = samples_of(5, ["hw_slowdown"])
+    result = load.judge(loaded([620.0] * 8), samples, gpus, 0.75)
+    assert [r.index for r in result.rows if r.status == Status.FAIL] == [5]
+
+
+def test_samples_from_before_the_load_are_not_held_against_it() -> None:
+    gpus = node()["nvml"]["gpus"]
+    early = samples_of(2, ["hw_thermal_slowdown"], start=900.0)
+    assert load.judge(loaded([620.0] * 8), early, gpus, 0.75).status == Status.PASS
