@@ -526,17 +526,18 @@ def _throughput(
     return Result(Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics)
 
 
-def alone(
-    ranks: list[dict[str, Any]], p: dict[str, Any], device: str, settings: dict[str, Any], gpus: list[dict[str, Any]]
-) -> list[Result]:
-    """Each GPU's own speed (its steps with DDP's synchronisation off, two passes in the same run) as its
-    baseline: a GPU slower than its peers is named as such, and scaling is the synchronised step against
-    the slowest GPU's own, so the all-reduce is blamed only for what it costs."""
+def alone(measured: expect.Measured, p: dict[str, Any], device: str, settings: dict[str, Any]) -> list[Result]:
+    """Each GPU's own speed (its rank's steps with DDP's synchronisation off, two passes in the same run; the
+    ranks paired with their GPUs' facts) as its baseline: a GPU slower than its peers is named as such, and
+    scaling is the synchronised step against the slowest GPU's own, so the all-reduce is blamed only for what
+    it costs."""
+    ranks = [rank for rank, _ in measured]
     own = {r["rank"]: [statistics.median(times) for times in r["local_step_s"]] for r in ranks}
+    gpus = {rank["rank"]: gpu for rank, gpu in measured}
     return [_per_gpu(own, p["batch_size"], device, gpus), _scaling(ranks, own, device, settings["min_scaling"])]
 
 
-def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: list[dict[str, Any]]) -> Result:
+def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: dict[int, dict[str, Any]]) -> Result:
     """Every GPU's images per second alone (the better of two passes) against the median of its peers'; the
     allowance from the difference between the passes."""
     passes = {rank: tuple(batch / t for t in times) for rank, times in own.items()}
@@ -551,8 +552,9 @@ def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: list[di
     for rank, value in sorted(values.items()):
         status, ratio = compare.judge(value, reference, allow, compare.PEER_GPUS)
         metric = compare.figure("images_per_s_alone", value, "img/s", reference, allow, {"rank": rank})
-        gpu = gpus[rank] if rank < len(gpus) else {"index": None, "name": f"cuda:{rank}"}
-        rows.append(gpu_row(gpu, status, f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers", [metric]))
+        rows.append(
+            gpu_row(gpus[rank], status, f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers", [metric])
+        )
     result = from_rows(
         rows,
         f"{head}; {allow.describe()}",
@@ -638,7 +640,7 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
     )
     results = judge(ranks, p, ctx.device, expected, ctx.settings)
     if ranks[0].get("local_step_s"):
-        results += alone(ranks, p, ctx.device, ctx.settings, ctx.used_gpus)
+        results += alone(ctx.with_gpus([{**r, "cuda_index": r["rank"]} for r in ranks]), p, ctx.device, ctx.settings)
     return results
 
 

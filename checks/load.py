@@ -31,8 +31,12 @@ from .compute import TOLERANCE, gemm_error
 
 # Why clocks fall, as NVML names it, graded: the hardware braking a GPU is a fault; thermal software slowdown
 # a warning; a software power cap under full load is how a healthy GPU runs (said, not judged).
-BRAKES = {"hw_slowdown": Status.FAIL, "hw_thermal_slowdown": Status.FAIL, "hw_power_brake_slowdown": Status.FAIL}
-BRAKES["sw_thermal_slowdown"] = Status.WARN
+BRAKES = {
+    "hw_slowdown": Status.FAIL,
+    "hw_thermal_slowdown": Status.FAIL,
+    "hw_power_brake_slowdown": Status.FAIL,
+    "sw_thermal_slowdown": Status.WARN,
+}
 SAID = ("sw_power_cap",)
 
 
@@ -73,10 +77,9 @@ def settled_figure(windows: list[float]) -> float:
     return statistics.median(windows[len(windows) // 2 :])
 
 
-def during(samples: list[dict[str, Any]], gpu: int | None, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """NVML's samples of one GPU taken while the load ran."""
-    start, end = min(r["started"] for r in ranks), max(r["ended"] for r in ranks)
-    return [s for s in samples if s["gpu"] == gpu and start <= s["t"] <= end]
+def during(samples: list[dict[str, Any]], gpu: int | None, rank: dict[str, Any]) -> list[dict[str, Any]]:
+    """NVML's samples of one GPU taken while its rank loaded it."""
+    return [s for s in samples if s["gpu"] == gpu and rank["started"] <= s["t"] <= rank["ended"]]
 
 
 def watched(seen: list[dict[str, Any]]) -> tuple[str, list[Metric], Status]:
@@ -103,17 +106,20 @@ def watched(seen: list[dict[str, Any]]) -> tuple[str, list[Metric], Status]:
     return f"; {text}" if text else "", metrics, grade
 
 
-def judge(
-    ranks: list[dict[str, Any]], samples: list[dict[str, Any]], gpus: list[dict[str, Any]], floor: float
-) -> Result:
-    """Each GPU's settled bf16 figure under the shared load: verified, against the median of its peers (the
-    allowance from the spread of its windows) and its datasheet, with what NVML saw while it ran."""
-    values = {r["rank"]: settled_figure(r["tflops"]) for r in ranks}
-    reference = compare.median_reference(list(values.values()), "GPUs under the same load")
-    spread = [compare.robust_spread([x - statistics.median(logs) for x in logs]) for logs in log_windows(ranks)]
+def judge(measured: expect.Measured, samples: list[dict[str, Any]], floor: float) -> Result:
+    """Each GPU's (rank's figures, facts) pair under the shared load: verified, its settled bf16 figure against
+    the median of its peers (the allowance from the spread of its windows) and its datasheet, with what NVML
+    saw while it ran."""
+    values = [settled_figure(rank["tflops"]) for rank, _ in measured]
+    reference = compare.median_reference(values, "GPUs under the same load")
+    spread = [compare.robust_spread([x - statistics.median(logs) for x in logs]) for logs in log_windows(measured)]
     allow = compare.allowance(statistics.median(spread), len(values), f"across the load windows of {len(values)} GPUs")
-    rows = [gpu_row_for(r, values, reference, allow, samples, gpus, floor) for r in ranks]
-    head = f"{len(ranks)} GPUs under bf16 load at once: median {reference.value:.4g} TFLOP/s; {allow.describe()}"
+    peers = (reference, allow) if len(values) > 1 else None
+    rows = [
+        gpu_row_for(rank, gpu, value, peers, samples, floor)
+        for (rank, gpu), value in zip(measured, values, strict=True)
+    ]
+    head = f"{len(values)} GPUs under bf16 load at once: median {reference.value:.4g} TFLOP/s; {allow.describe()}"
     return from_rows(
         rows,
         head,
@@ -125,31 +131,33 @@ def judge(
     )
 
 
-def log_windows(ranks: list[dict[str, Any]]) -> list[list[float]]:
-    return [[math.log(t) for t in r["tflops"] if t > 0] for r in ranks]
+def log_windows(measured: expect.Measured) -> list[list[float]]:
+    return [[math.log(t) for t in rank["tflops"] if t > 0] for rank, _ in measured]
 
 
 def gpu_row_for(
     rank: dict[str, Any],
-    values: dict[int, float],
-    reference: compare.Reference,
-    allow: compare.Allowance,
+    gpu: dict[str, Any],
+    value: float,
+    peers: tuple[compare.Reference, compare.Allowance] | None,
     samples: list[dict[str, Any]],
-    gpus: list[dict[str, Any]],
     floor: float,
 ) -> Row:
-    gpu = gpus[rank["rank"]] if rank["rank"] < len(gpus) else {"index": None, "name": f"cuda:{rank['rank']}"}
-    value = values[rank["rank"]]
-    said, nvml_figures, grade = watched(during(samples, gpu.get("index"), [rank]))
+    """One GPU's row: wrong results first, then its figure against its datasheet and its peers (none with one
+    GPU), and what NVML saw of it during its load."""
+    said, nvml_figures, grade = watched(during(samples, gpu.get("index"), rank))
     if rank["rel_error"] > TOLERANCE["bf16"]:
         return gpu_row(gpu, Status.FAIL, f"WRONG RESULTS under load (relative error {rank['rel_error']:.2g})", [])
     expected = expect.model_expectation(gpu, "bf16_tflops", "gemm")
     status, datasheet = expect.verdict("bf16_under_load", value, "TFLOP/s", expected, floor)
-    peers, ratio = compare.judge(value, reference, allow, compare.PEER_GPUS) if len(values) > 1 else (Status.PASS, 1.0)
-    text = f"bf16 {value:.4g} TFLOP/s under load" + (f", {ratio:.2f}x its peers' median" if len(values) > 1 else "")
+    text = f"bf16 {value:.4g} TFLOP/s under load"
+    against_peers = Status.PASS
+    if peers is not None:
+        against_peers, ratio = compare.judge(value, *peers, compare.PEER_GPUS)
+        text += f", {ratio:.2f}x its peers' median"
     if status == Status.FAIL:
         text += f", below {datasheet.expected} ({datasheet.expected_source})"
-    return gpu_row(gpu, worst([status, peers, grade]), text + said, [datasheet, *nvml_figures])
+    return gpu_row(gpu, worst([status, against_peers, grade]), text + said, [datasheet, *nvml_figures])
 
 
 @check(
@@ -169,7 +177,8 @@ def concurrent(ctx: CheckContext) -> Result:
         ranks = ctx.launch("gpudoctor.checks.load:worker", params)
     if isinstance(ranks, Result):
         return ranks
-    result = judge(ranks, sampler.samples, ctx.used_gpus, ctx.settings["floor"])
+    measured = ctx.with_gpus([{**rank, "cuda_index": rank["rank"]} for rank in ranks])
+    result = judge(measured, sampler.samples, ctx.settings["floor"])
     if sampler.error:
         result.summary += f" ({sampler.error})"
     return result

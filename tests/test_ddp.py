@@ -57,31 +57,36 @@ def test_each_rank_measures_its_own_speed_in_the_same_run(no_leftovers) -> None:
     for rank in outcome.data:
         assert len(rank["local_step_s"]) == 2 and all(len(times) == 2 for times in rank["local_step_s"])
         assert len(rank["step_s"]) == FAST["steps"] - FAST["warmup"] and rank["warmup_steps"] == FAST["warmup"]
-    aspects = [r.aspect for r in ddp.alone(outcome.data, FAST, "cpu", SETTINGS, [])]
+    aspects = [r.aspect for r in ddp.alone([(rank, {}) for rank in outcome.data], FAST, "cpu", SETTINGS)]
     assert aspects == ["per-gpu", "scaling"]
 
 
-def gpu_ranks(alone_ms: list[float], synced_ms: float) -> list[dict]:
-    """Eight ranks' figures: each its own step time alone (two passes, 1 % apart) and the synchronised steps."""
-    return [
-        {"rank": r, "local_step_s": [[t / 1000] * 4, [t * 1.01 / 1000] * 4], "step_s": [synced_ms / 1000] * 10}
+def gpu_ranks(alone_ms: list[float], synced_ms: float) -> list[tuple[dict, dict]]:
+    """Eight ranks' figures on an 8-GPU node, each with its GPU: its own step time alone (two passes, 1 %
+    apart) and the synchronised steps."""
+    from fixtures.nodes import node
+
+    from gpudoctor.facts.identity import with_gpus
+
+    facts = node()
+    ranks = [
+        {"rank": r, "cuda_index": r, "local_step_s": [[t / 1000] * 4, [t * 1.01 / 1000] * 4]}
+        | {"step_s": [synced_ms / 1000] * 10}
         for r, t in enumerate(alone_ms)
     ]
+    return with_gpus(ranks, facts["torch"]["devices"], facts["nvml"]["gpus"])
 
 
 def test_a_slow_gpu_is_named_and_the_all_reduce_not_blamed() -> None:
     """GPU 5 computes at 0.6x: it is named, and scaling (the synchronised step against the slowest GPU's own)
     stays high, where the old cuda:0 baseline called it an all-reduce problem."""
-    from fixtures.nodes import node
-
-    gpus = node()["nvml"]["gpus"]
     times = [100.0] * 8
     times[5] = 100 / 0.6
-    per_gpu, scaling = ddp.alone(gpu_ranks(times, 175.0), {"batch_size": 256}, "cuda", SETTINGS, gpus)
+    per_gpu, scaling = ddp.alone(gpu_ranks(times, 175.0), {"batch_size": 256}, "cuda", SETTINGS)
     assert per_gpu.status == Status.FAIL and per_gpu.summary.startswith("GPU 5: ")
     assert [r.index for r in per_gpu.rows if r.status != Status.PASS] == [5]
     assert scaling.status == Status.PASS and "rank 5 alone" in scaling.summary
-    healthy = ddp.alone(gpu_ranks([100.0] * 8, 160.0), {"batch_size": 256}, "cuda", SETTINGS, gpus)
+    healthy = ddp.alone(gpu_ranks([100.0] * 8, 160.0), {"batch_size": 256}, "cuda", SETTINGS)
     assert healthy[0].status == Status.PASS and healthy[1].status == Status.FAIL
 
 

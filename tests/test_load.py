@@ -9,6 +9,7 @@ from fixtures.nodes import node
 from gpudoctor.checks import load
 
 from gpudoctor.facts.fake import ReplayNvml
+from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import Gateway, Sampler
 from gpudoctor.launch import launch
 from gpudoctor.model import Status
@@ -63,13 +64,15 @@ def test_the_worker_loads_every_rank_at_once_and_verifies(no_leftovers) -> None:
         assert rank["ended"] - rank["started"] >= 1.0 and rank["rel_error"] < 2e-2
 
 
-def loaded(figures: list[float], start: float = 1000.0) -> list[dict]:
-    """Eight ranks' windows (a 2 % wobble) over 20 s of load."""
-    return [
-        {"rank": r, "started": start, "ended": start + 20, "tflops": [f * (1 + 0.02 * (i % 3 - 1)) for i in range(40)]}
-        | {"rel_error": 1e-3}
+def loaded(figures: list[float], start: float = 1000.0) -> list[tuple[dict, dict]]:
+    """Eight ranks' windows (a 2 % wobble) over 20 s of load, each with its GPU of an 8-GPU H100 node."""
+    facts = node()
+    ranks = [
+        {"rank": r, "cuda_index": r, "started": start, "ended": start + 20, "rel_error": 1e-3}
+        | {"tflops": [f * (1 + 0.02 * (i % 3 - 1)) for i in range(40)]}
         for r, f in enumerate(figures)
     ]
+    return with_gpus(ranks, facts["torch"]["devices"], facts["nvml"]["gpus"])
 
 
 def samples_of(gpu: int, reasons: list[str], mhz: int = 1980, start: float = 1000.0) -> list[dict]:
@@ -82,12 +85,11 @@ def samples_of(gpu: int, reasons: list[str], mhz: int = 1980, start: float = 100
 def test_a_gpu_braked_under_load_is_named_with_its_figure_and_why() -> None:
     """GPU 3 of eight falls to 0.6x under the shared load, NVML showing the power brake: named, with the
     figure it reached, its clock and the reason; the others (at their power cap, as healthy GPUs run) pass."""
-    gpus = node()["nvml"]["gpus"]
     figures = [620.0] * 8
     figures[3] = 372.0
     samples = [s for g in range(8) for s in samples_of(g, ["sw_power_cap"])]
     samples += samples_of(3, ["sw_power_cap", "hw_power_brake_slowdown"], mhz=1100)
-    result = load.judge(loaded(figures), samples, gpus, 0.75)
+    result = load.judge(loaded(figures), samples, 0.75)
     assert result.status == Status.FAIL and result.summary.startswith("GPU 3: bf16 372 TFLOP/s under load, 0.60x")
     bad = [r for r in result.rows if r.status != Status.PASS]
     assert [r.index for r in bad] == [3]
@@ -99,13 +101,11 @@ def test_a_gpu_braked_under_load_is_named_with_its_figure_and_why() -> None:
 
 def test_a_brake_alone_fails_even_at_full_speed() -> None:
     """The hardware braking a GPU is a fault even when its figure has not fallen yet (a short load)."""
-    gpus = node()["nvml"]["gpus"]
     samples = samples_of(5, ["hw_slowdown"])
-    result = load.judge(loaded([620.0] * 8), samples, gpus, 0.75)
+    result = load.judge(loaded([620.0] * 8), samples, 0.75)
     assert [r.index for r in result.rows if r.status == Status.FAIL] == [5]
 
 
 def test_samples_from_before_the_load_are_not_held_against_it() -> None:
-    gpus = node()["nvml"]["gpus"]
     early = samples_of(2, ["hw_thermal_slowdown"], start=900.0)
-    assert load.judge(loaded([620.0] * 8), early, gpus, 0.75).status == Status.PASS
+    assert load.judge(loaded([620.0] * 8), early, 0.75).status == Status.PASS
