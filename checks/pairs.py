@@ -19,6 +19,7 @@ neighbour of it has other, fast, links. Then:
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,30 +176,79 @@ def _absolute(look: FirstLook, value: float, allow: compare.Allowance) -> Status
 
 
 def _suspect_links(look: FirstLook) -> None:
-    between = [t for t in look.transfers if t["src"] not in look.nodes and t["dst"] not in look.nodes]
+    between = _between_good(look)
     if len(look.figures) > 2:
         look.link_reference = compare.median_reference(
             [t["gbps"] for t in between] or [t["gbps"] for t in look.transfers], "transfers between nodes not suspected"
         )
+    ordered, own = _link_figures(between)
     for t in between:
-        status = _link_status(look, t, look.transfers, look.link_reference, look.allow)
+        pair = frozenset((t["src"], t["dst"]))
+        reference = look.link_reference if len(look.figures) == 2 else _other_links(ordered, own[pair])
+        status = _link_status(look, t, look.transfers, reference, look.allow)
         if status != Status.PASS:
             look.links[(t["src"], t["dst"])] = status
+
+
+def _between_good(look: FirstLook) -> list[dict[str, Any]]:
+    return [t for t in look.transfers if t["src"] not in look.nodes and t["dst"] not in look.nodes]
+
+
+MIN_OTHER_TRANSFERS = 2  # a link is compared with at least this many transfers of other node pairs
+
+
+def _link_figures(between: list[dict[str, Any]]) -> tuple[list[float], dict[frozenset[int], list[float]]]:
+    """The transfers between nodes not suspected: every figure sorted, and each node pair's own figures."""
+    own: dict[frozenset[int], list[float]] = {}
+    for t in between:
+        own.setdefault(frozenset((t["src"], t["dst"])), []).append(t["gbps"])
+    return sorted(t["gbps"] for t in between), own
+
+
+def _other_links(ordered: list[float], own: list[float]) -> compare.Reference | None:
+    """What a link is judged against: the median of the transfers between other pairs of nodes not suspected
+    (`ordered`, sorted, less the link's `own`), never a median its own transfers are in (with three nodes and
+    one slow, the two directions of the one good pair would be judged against each other). None where too
+    few other pairs were measured."""
+    if len(ordered) - len(own) < MIN_OTHER_TRANSFERS:
+        return None
+    value = median_without(ordered, own)
+    return compare.Reference(value, f"median of {len(ordered) - len(own)} transfers between other pairs not suspected")
+
+
+def median_without(ordered: list[float], removed: list[float]) -> float:
+    """The median of a sorted list with a few of its values taken out (each once per time it is given), without
+    copying the list: the removed values' places shift the middle indexes."""
+    places: list[int] = []
+    for value in sorted(removed):
+        place = bisect.bisect_left(ordered, value)
+        while place in places:
+            place += 1
+        places.append(place)
+    remaining = len(ordered) - len(places)
+
+    def nth(n: int) -> float:
+        for place in places:
+            if place <= n:
+                n += 1
+        return ordered[n]
+
+    return (nth((remaining - 1) // 2) + nth(remaining // 2)) / 2
 
 
 def _link_status(
     look: FirstLook,
     t: dict[str, Any],
     measured: list[dict[str, Any]],
-    reference: compare.Reference,
+    reference: compare.Reference | None,
     allow: compare.Allowance,
 ) -> Status:
     """A transfer against the links' reference (with two nodes: against the other direction, as the slow end
-    cannot be told), and against the absolute reference."""
+    cannot be told; with no other pair to compare: against nothing but), and against the absolute reference."""
     if len(look.figures) == 2:
         back = next((u["gbps"] for u in measured if (u["src"], u["dst"]) == (t["dst"], t["src"])), t["gbps"])
         reference = compare.Reference(max(back, t["gbps"]), "the other direction")
-    status = compare.judge(t["gbps"], reference, allow, look.fractions)[0]
+    status = compare.judge(t["gbps"], reference, allow, look.fractions)[0] if reference else Status.PASS
     return status if look.majority else worst([status, _absolute(look, t["gbps"], allow)])
 
 
@@ -359,15 +409,17 @@ def _confirm_link(look: FirstLook, pair: Pair, retest: Retest) -> Named:
     first_value = next(t["gbps"] for t in look.transfers if (t["src"], t["dst"]) == pair)
     first = f"{first_value:.3g} GB/s in the ring"
     allow = retest.allow
-    reference = retest.reference(look) if retest.good_pairs else look.link_reference
+    ordered, own = _link_figures(_between_good(look))
+    reference = retest.reference(look) if retest.good_pairs else _other_links(ordered, own.get(frozenset(pair), []))
+    shown = reference or look.absolute or look.link_reference  # what the report names as the reference
     again = retest.measured.get(pair)
     if again is None:
-        return Named(Status.WARN, False, first_value, reference, allow, first, "not re-tested")
+        return Named(Status.WARN, False, first_value, shown, allow, first, "not re-tested")
     status = _link_status(look, again, list(retest.measured.values()), reference, allow)
     said = f"{again['gbps']:.3g} GB/s re-tested"
     if status == Status.PASS:
-        return Named(Status.WARN, False, again["gbps"], reference, allow, first, f"{said}: unconfirmed")
-    return Named(status, True, again["gbps"], reference, allow, first, f"{said}: confirmed")
+        return Named(Status.WARN, False, again["gbps"], shown, allow, first, f"{said}: unconfirmed")
+    return Named(status, True, again["gbps"], shown, allow, first, f"{said}: confirmed")
 
 
 SLOW_NODE = Remediation(

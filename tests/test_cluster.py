@@ -224,7 +224,10 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     assert [r["node"] for r in per_node["rows"] if r["status"] == "fail"] == ["node-2"], "the pair all-reduce too"
     assert cluster["unconfirmed"] == [] and cluster["links"] == []
     row = next(r for r in by_label(leader)["cluster.links"]["rows"] if r["node"] == "node-2")
-    assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"]
+    assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"], (
+        row["summary"],
+        row["metrics"],
+    )
     (figure,) = row["metrics"]
     assert "noise allowance" in figure["expected_source"] and figure["value"] < 0.5 * figure["expected"]
     assert cluster["findings"][0]["node"] == "node-2"

@@ -196,3 +196,27 @@ def test_noise_names_no_healthy_node_and_misses_no_slow_one(n: int, slow: dict[i
         outcome = judge(Cluster(n, slow, sigma=0.1, burst=0.05), random.Random(seed))
         assert outcome.named - set(slow) == set(), f"seed {seed} named a healthy node"
         assert outcome.named >= set(slow), f"seed {seed} missed {set(slow) - outcome.named}"
+
+
+def test_a_link_is_never_judged_against_itself() -> None:
+    """Three nodes, node 2 slow: the only transfers between nodes not suspected are the two directions of
+    0-1, so their median was made of the link being judged, and one direction slower than the other (a core
+    busy under one of the ranks, as on namespace hosts sharing two cores) was named a slow link. A link is
+    judged against other pairs' transfers; with none, only against an absolute reference (where one is set,
+    both ends' own figures fall below it with the link, and the check says so)."""
+    for seed in range(20):
+        _, nodes, links, _ = full_run(Cluster(3, {2: 0.02}, slow_links={(0, 1): 0.55}, sigma=0.05), seed)
+        assert nodes[2].confirmed and links == {}, f"seed {seed}: {sorted(links)}"
+
+
+def test_the_median_without_a_pair_is_the_median_of_the_rest() -> None:
+    import statistics
+
+    rng = random.Random(3)
+    for _ in range(200):
+        values = [round(rng.uniform(0, 5), 1) for _ in range(rng.randint(3, 30))]
+        removed = rng.sample(values, rng.randint(1, 2))
+        rest = list(values)
+        for value in removed:
+            rest.remove(value)
+        assert pairs.median_without(sorted(values), removed) == statistics.median(rest)
