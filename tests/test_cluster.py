@@ -226,7 +226,7 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     row = next(r for r in by_label(leader)["cluster.links"]["rows"] if r["node"] == "node-2")
     assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"], (
         row["summary"],
-        row["metrics"],
+        row["metrics"][0]["expected_source"],
     )
     (figure,) = row["metrics"]
     assert "noise allowance" in figure["expected_source"] and figure["value"] < 0.5 * figure["expected"]
