@@ -347,7 +347,12 @@ def _directions(measured: dict[Pair, dict[str, Any]], look: FirstLook) -> float:
         for a, b in measured
         if a < b and (b, a) in measured and not {a, b} & slow and frozenset((a, b)) not in links
     ]
+    if len(both) < MIN_DIRECTION_PAIRS:
+        return 0.0  # one pair's two directions are one difference, not a spread (a load on one core, 9x)
     return compare.sigma_between(both) or 0.0
+
+
+MIN_DIRECTION_PAIRS = 3  # pairs whose two directions say how noisy the re-test was
 
 
 def pair_figure(measured: dict[Pair, dict[str, Any]], a: int, b: int) -> float:
