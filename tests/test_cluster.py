@@ -187,7 +187,10 @@ def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(
     cluster = leader["cluster"]
     assert sorted(n["name"] for n in cluster["nodes"]) == hosts.names
     assert cluster["failed_nodes"] == [] and cluster["stragglers"] == [] and cluster["links"] == []
-    assert all(n["verdict"]["status"] == "pass" for n in cluster["nodes"])
+    # A suspect the re-test cleared is unconfirmed: a warning in its node's verdict, never a failure or a drain.
+    verdicts = {n["name"]: (n["verdict"]["status"], n["verdict"]["findings"]) for n in cluster["nodes"]}
+    assert all(status in ("pass", "warn") for status, _ in verdicts.values()), verdicts
+    assert cluster["unconfirmed"] == sorted(n for n, (status, _) in verdicts.items() if status == "warn"), verdicts
     assert results["cluster.nodes"]["status"] == "pass"
     assert results["cluster.skew"]["status"] == "pass"
     assert results["cluster.links"]["status"] in ("pass", "warn"), "warn only: unstable, or unconfirmed"
