@@ -189,7 +189,7 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     """Every Xid graded by NVIDIA's catalogue (data/xid.toml), per GPU, floods counted once; Xid 154's own
     recovery verdict; NVSwitch SXids from the same log."""
     if not kernel_log.get("readable"):
-        return Result(Status.SKIP, f"kernel log not readable: {kernel_log.get('reason')}")
+        return Result(Status.SKIP, f"Xids not readable: {kernel_log.get('reason')}", remediation=UNREADABLE)
     judged = [xid_row(gpu, kernel_log.get("xids", [])) for gpu in gpus]
     judged += [sxid_row(event) for event in kernel_log.get("sxids", [])]
     rows = [row for row, _ in judged]
@@ -208,6 +208,11 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     )
 
 
+UNREADABLE = Remediation(
+    "No Xid is seen without the kernel log. Where kernel.dmesg_restrict=1, reading it takes CAP_SYSLOG (root, "
+    "or a container granted SYSLOG), or journalctl -k as a member of adm or systemd-journal.",
+    ["sysctl kernel.dmesg_restrict", "sudo gpudoctor check --only health.xid"],
+)
 XID_COMMANDS = {
     "dmesg": "sudo dmesg -T | grep -iE 'xid|sxid'",
     "journalctl -k": "journalctl -k -b | grep -iE 'xid|sxid'",

@@ -304,6 +304,12 @@ def _write_prometheus(path: str, document: dict[str, Any]) -> None:
         prometheus.write(path, document)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    for other in prometheus.rivals(path):
+        print(
+            f"gpudoctor: warning: {other} also holds gpudoctor's series: node_exporter serves one file's values "
+            "(perhaps the older) and logs the others' as 'collected before'; keep one gpudoctor file per folder",
+            file=sys.stderr,
+        )
 
 
 def _write(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ from gpudoctor.context import CheckContext, Options
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
+from gpudoctor.vetting import NotAResult, vetted
 
 
 class SelectionError(ValueError):
@@ -141,10 +142,11 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
         results = [_skipped(spec, reason)]
     else:
         try:
-            returned = spec.run(ctx)
-            results = returned if isinstance(returned, list) else [returned]
+            results = vetted(spec.run(ctx))
         except KeyboardInterrupt:
             raise
+        except NotAResult as exc:
+            results = [Result(Status.ERROR, f"{spec.id} returned {exc}; a check returns a Result or a list of them")]
         except Exception as exc:
             results = [Result(Status.ERROR, f"the check itself broke: {type(exc).__name__}: {exc}")]
     elapsed = time.monotonic() - started

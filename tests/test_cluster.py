@@ -12,17 +12,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import LEAN_CLUSTER
+from consumers import scrape
 from netns import Hosts, HostsUnavailable
 
 from gpudoctor.report import document as doc
@@ -146,30 +145,6 @@ def by_label(report: dict) -> dict[str, dict]:
 
 def verdict(node: Node) -> dict:
     return next(c for c in node.report["checks"] if c["check_id"] == "cluster.verdict")
-
-
-def scrape(textfile_dir: Path) -> str:
-    """node_exporter's textfile collector over that folder, scraped once over HTTP on loopback."""
-    exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-    if exporter is None:
-        pytest.skip("node_exporter is not installed (Debian: prometheus-node-exporter)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    flags = [f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile"]
-    proc = subprocess.Popen(
-        [exporter, *flags, f"--collector.textfile.directory={textfile_dir}"], stderr=subprocess.DEVNULL
-    )
-    try:
-        for _ in range(100):
-            try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("node_exporter did not answer")
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(hosts: Hosts, tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def _read_with(name: str, argv: list[str]) -> tuple[str, str | None]:
         return "", f"{name} could not run: {exc}"
     if proc.returncode != 0:
         reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
-        return "", f"{name}: {reason}"
+        return "", reason if reason.startswith(f"{name}:") else f"{name}: {reason}"
     if not proc.stdout.strip():
         return "", f"{name}: no kernel messages visible (no journal, or no permission to read it)"
     return proc.stdout, None

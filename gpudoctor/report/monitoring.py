@@ -1,19 +1,28 @@
 """The one-line formats monitoring systems parse: Nagios plugins, Kubernetes node-problem-detector custom
-plugins, and JUnit XML for CI dashboards. Each reads the report document only."""
+plugins, and JUnit XML for CI dashboards. Each reads the report document only, and whatever a check says,
+writes what its consumer takes: Nagios perfdata by the plugin guidelines' grammar, exact and within Nagios's
+8 KB, the figures of failing and warning checks first; NPD's limit counted in bytes; XML 1.0 characters only."""
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from typing import Any
 
 from gpudoctor.model import SEVERITY, Status
 
 NAGIOS = {Status.PASS: (0, "OK"), Status.WARN: (1, "WARNING"), Status.SKIP: (0, "OK")}
 NAGIOS_UNKNOWN = 3
-NPD_LINE = 80  # node-problem-detector's default max_output_length
+NPD_LINE = 80  # node-problem-detector's default max_output_length, in bytes (it cuts a Go string)
 PERF_UNITS = {"s": "s", "ms": "ms", "us": "us", "%": "%"}  # the units Nagios knows; others are plain numbers
-PERFDATA_CHARS = 7000  # Nagios keeps 8 KB of a plugin's output; figures past this are left to --prom-file
+# Nagios 4 keeps MAX_PLUGIN_OUTPUT_LENGTH (8192) bytes of a plugin's output: the line stays under it, and the
+# figures that do not fit (the passing checks' last) are left to --prom-file.
+NAGIOS_BYTES = 8000
+SUMMARY_BYTES = 1000
+# What XML 1.0 allows (its Char production); anything else a check says is dropped from the JUnit file.
+NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def worst_finding(document: dict[str, Any]) -> dict[str, Any] | None:
@@ -37,21 +46,45 @@ def nagios(document: dict[str, Any]) -> tuple[str, int]:
     )
     if finding:
         summary = f"{_label(finding)}: {finding['summary']} ({summary})"
-    return f"GPUDOCTOR {state} - {_one_line(summary)} | {perfdata(document)}".rstrip(" |"), code
+    head = f"GPUDOCTOR {state} - {_cut(_one_line(summary), SUMMARY_BYTES)}"
+    figures = perfdata(document, NAGIOS_BYTES - len(head.encode()) - len(" | "))
+    return head + (f" | {figures}" if figures else ""), code
 
 
-def perfdata(document: dict[str, Any]) -> str:
-    """`'label'=value[UOM];warn;crit;min;max` for every numeric figure (Nagios plugin guidelines)."""
-    items = []
-    for result in document["checks"]:
+def perfdata(document: dict[str, Any], budget: int = NAGIOS_BYTES) -> str:
+    """`'label'=value[UOM];;;;` for every numeric figure (Nagios plugin guidelines), failing checks' first,
+    then warning ones', then the rest in run order, as many as fit `budget` bytes."""
+    kept: list[str] = []
+    used = 0
+    for result in sorted(document["checks"], key=lambda r: -SEVERITY[Status(r["status"])]):
         for where, metric in _figures(result):
             value = metric["value"]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             label = "_".join([metric["name"], *where, *(str(v) for v in metric["labels"].values())])
-            items.append(f"'{label}'={value:g}{PERF_UNITS.get(metric['unit'], '')};;;;")
-    text = " ".join(items)
-    return text if len(text) <= PERFDATA_CHARS else text[: text.rfind(" ", 0, PERFDATA_CHARS)]
+            item = f"'{perf_label(label)}'={perf_value(value)}{PERF_UNITS.get(metric['unit'], '')};;;;"
+            used += len(item.encode()) + (1 if kept else 0)
+            if used > budget:
+                return " ".join(kept)
+            kept.append(item)
+    return " ".join(kept)
+
+
+def perf_label(text: str) -> str:
+    """A label as the guidelines allow it inside quotes: no `=`, a quote written twice, one line, no `|`."""
+    return _one_line(text).replace("=", "_").replace("'", "''")
+
+
+def perf_value(value: float) -> str:
+    """The figure exactly, in the guidelines' `[-0-9.]` (no exponent: 1234567 stays 1234567, 1.2e-06 is
+    0.0000012); `U` where there is no number (NaN, infinity)."""
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return "U"
+    if value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")
 
 
 def _figures(result: dict[str, Any]) -> list[tuple[list[str], dict[str, Any]]]:
@@ -77,8 +110,15 @@ def _one_line(text: str) -> str:
 
 
 def _fit(text: str, limit: int = NPD_LINE) -> str:
-    text = _one_line(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _cut(_one_line(text), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` bytes of UTF-8, cut between characters, `...` where it was cut."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode(errors="ignore") + "..."
 
 
 def junit(document: dict[str, Any]) -> str:
@@ -93,21 +133,21 @@ def junit(document: dict[str, Any]) -> str:
         skipped=str(counts["skip"]),
         time=f"{document['duration_s']:.3f}",
         timestamp=document["started_at"],
-        hostname=document["host"],
+        hostname=_xml(document["host"]),
     )
     for result in document["checks"]:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=f"gpudoctor.{result['check_id'].split('.')[0]}",
-            name=_label(result),
+            classname=_xml(f"gpudoctor.{result['check_id'].split('.')[0]}"),
+            name=_xml(_label(result)),
             time=f"{result['duration_s']:.3f}",
         )
-        status, text = result["status"], result["summary"]
+        status, text = result["status"], _xml(result["summary"])
         if status == "fail":
-            ET.SubElement(case, "failure", message=text, type="fail").text = _details(result)
+            ET.SubElement(case, "failure", message=text, type="fail").text = _xml(_details(result))
         elif status in ("error", "timeout"):
-            ET.SubElement(case, "error", message=text, type=status).text = _details(result)
+            ET.SubElement(case, "error", message=text, type=status).text = _xml(_details(result))
         elif status == "skip":
             ET.SubElement(case, "skipped", message=text)
         else:
@@ -124,3 +164,9 @@ def _details(result: dict[str, Any]) -> str:
     if fix:
         lines += [fix["why"], *(f"$ {c}" for c in fix["commands"])]
     return "\n".join(lines)
+
+
+def _xml(text: str) -> str:
+    """Text as XML 1.0 may hold it: control characters (a terminal colour, a bell, NUL) and lone surrogates
+    dropped; markup characters are escaped by the writer."""
+    return NOT_XML.sub("", text)

@@ -1,11 +1,18 @@
 """The node_exporter textfile-collector format, through prometheus_client: one gauge family per metric
 name in base units, labelled by check and by the GPU (NVML index, UUID, PCI bus id) or node a row is about;
-every check's status, a `gpudoctor_info` series with the versions, and the time of the run."""
+a text figure (a version, an NCCL setting) as its own `<name>_info` series carrying the text in `value`;
+every check's status, a `gpudoctor_info` series about the run, and the time of the run.
+
+Whatever a check names its figures and labels, every name written is one Prometheus's classic text format
+takes (node_exporter 1.5 rejects the whole file for one that is not, and with it every gpudoctor series),
+and no figure takes the place of gpudoctor's own series or labels."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, write_to_textfile
@@ -14,6 +21,14 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from gpudoctor.model import Status
 
 PREFIX = "gpudoctor"
+# A gauge figure whose family would be one of the run's own, or end as counters, histograms, summaries and
+# info series do (promtool's lint refuses those on a gauge; `_info` is a text figure's), gets `_figure` after.
+TYPED_SUFFIXES = ("_count", "_sum", "_bucket", "_total", "_created", "_info")
+OWN_FAMILIES = {
+    f"{PREFIX}_{name}"
+    for name in ("check_status", "check_duration_seconds", "exit_code", "run_duration_seconds",
+                 "last_run_timestamp_seconds", "info")
+}  # fmt: skip
 # gpudoctor's units -> (the base unit's name suffix, factor to the base unit)
 BASE_UNITS = {
     "GB/s": ("bytes_per_second", 1e9),
@@ -70,17 +85,17 @@ class ReportCollector:
                 )
             samples.add(f"{PREFIX}_check_duration_seconds", "How long the check ran", where, result["duration_s"])
             for metric in result["metrics"]:
-                _add_metric(samples, metric, where, versions)
+                _add_metric(samples, metric, where)
             for row in result["rows"]:
                 place = {**where, **_row_labels(row)}
                 for metric in row["metrics"]:
-                    _add_metric(samples, metric, place, versions)
+                    _add_metric(samples, metric, place)
         samples.add(f"{PREFIX}_exit_code", "The run's exit code (0 healthy, 1 a problem)", {}, doc["exit_code"])
         samples.add(f"{PREFIX}_run_duration_seconds", "How long the whole run took", {}, doc["duration_s"])
         stamp = datetime.fromisoformat(doc["started_at"]).timestamp()
         samples.add(f"{PREFIX}_last_run_timestamp_seconds", "When the run started (Unix time)", {}, stamp)
-        info = InfoMetricFamily(PREFIX, "gpudoctor's version and the node's driver, CUDA, torch and NCCL")
-        info.add_metric([], {k: str(v) for k, v in versions.items()})
+        info = InfoMetricFamily(PREFIX, "gpudoctor's version, the host and the level of the run")
+        info.add_metric([], {k: _text(v) for k, v in versions.items()})
         yield info
         yield from samples.collect()
 
@@ -107,17 +122,52 @@ def _row_labels(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _add_metric(samples: Samples, metric: dict[str, Any], where: dict[str, Any], versions: dict[str, Any]) -> None:
-    value = metric["value"]
+def _add_metric(samples: Samples, metric: dict[str, Any], where: dict[str, Any]) -> None:
+    value, name = metric["value"], _metric_name(metric["name"])
     if isinstance(value, str):
-        versions[metric["name"]] = value  # versions and other text go to gpudoctor_info
+        doc = f"gpudoctor's {name}, its text in the value label"
+        samples.add(f"{PREFIX}_{name}_info", doc, _merged({**where, "value": value}, metric["labels"]), 1.0)
         return
     if value is None or isinstance(value, bool):
         return
     suffix, factor = BASE_UNITS.get(metric["unit"], ("", 1.0))
-    name = f"{PREFIX}_{metric['name']}" + (f"_{suffix}" if suffix else "")
-    doc = f"gpudoctor's {metric['name']}" + (f" ({metric['unit']} in gpudoctor's report)" if metric["unit"] else "")
-    samples.add(name, doc, {**where, **metric["labels"]}, float(value) * factor)
+    family = f"{PREFIX}_{name}" + (f"_{suffix}" if suffix else "")
+    family += "_figure" if family in OWN_FAMILIES or family.endswith(TYPED_SUFFIXES) else ""
+    doc = f"gpudoctor's {name}" + (f" ({_text(metric['unit'])} in gpudoctor's report)" if metric["unit"] else "")
+    samples.add(family, doc, _merged(where, metric["labels"]), float(value) * factor)
+
+
+def _merged(where: dict[str, Any], labels: dict[str, Any]) -> dict[str, str]:
+    """The series' labels: gpudoctor's (check, GPU, node...) and the figure's own, each name made a label
+    name; a figure's label that would replace one of gpudoctor's is written `metric_<name>`, and two that
+    become one name are told apart by `_2`, `_3`."""
+    merged = {name: _text(value) for name, value in where.items()}
+    for given, value in labels.items():
+        name = _label_name(given)
+        name = f"metric_{name}" if name in where else name
+        base, n = name, 1
+        while name in merged:
+            n += 1
+            name = f"{base}_{n}"
+        merged[name] = _text(value)
+    return merged
+
+
+def _metric_name(name: str) -> str:
+    """A metric name's part after `gpudoctor_`, in the classic charset (no colon: those are for rules)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name) or "figure"
+
+
+def _label_name(name: str) -> str:
+    """A label name Prometheus takes: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting `__` (reserved)."""
+    word = re.sub(r"[^a-zA-Z0-9_]", "_", name) or "_"
+    word = f"_{word}" if word[0].isdigit() else word
+    return f"label{word}" if word.startswith("__") else word
+
+
+def _text(value: Any) -> str:
+    """A label value as valid UTF-8 (a lone surrogate from undecodable bytes becomes `?`)."""
+    return str(value).encode("utf-8", "replace").decode("utf-8", "replace") if value is not None else ""
 
 
 def write(path: str, document: dict[str, Any]) -> None:
@@ -125,6 +175,28 @@ def write(path: str, document: dict[str, Any]) -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ReportCollector(document))
     write_to_textfile(path, registry)
+
+
+def rivals(path: str) -> list[str]:
+    """Other .prom files beside `path` holding the run's own series with the same labels: node_exporter
+    cannot serve both (it keeps one file's value of each series, whichever it read first)."""
+    written = Path(path)
+    ours = _run_series(written)
+    found = []
+    for other in sorted(written.parent.glob("*.prom")):
+        if other.name != written.name and ours & _run_series(other):
+            found.append(str(other))
+    return found
+
+
+def _run_series(path: Path) -> set[str]:
+    """The `gpudoctor_last_run_timestamp_seconds` series (name and labels) a textfile holds."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return set()
+    stamp = f"{PREFIX}_last_run_timestamp_seconds"
+    return {line.rsplit(" ", 1)[0] for line in lines if line.startswith(stamp)}
 
 
 def render(document: dict[str, Any]) -> str:

@@ -1,0 +1,116 @@
+"""What a check returned, vetted before anything reads it: a site plugin may return a string, None, a Result
+built with an older API or holding what no report can carry. Each such answer becomes that check's own
+`error` row naming what it returned; nothing else in the run is touched. A figure's name is made the
+identifier every report takes (`gpu temp` -> `gpu_temp`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from gpudoctor.model import Metric, Remediation, Result, Row, Status
+
+SHOWN = 60  # characters of a wrong answer quoted in the error row
+SCALARS = (str, int, float)
+
+
+class NotAResult(ValueError):
+    """What a check returned cannot be reported; the message says what it was."""
+
+
+def vetted(returned: Any) -> list[Result]:
+    """The check's results (a Result, or a non-empty list of them), with a status given as its word taken
+    as the status. Raises NotAResult naming the first thing wrong."""
+    if isinstance(returned, Result):
+        return [_result(returned)]
+    if isinstance(returned, list) and returned:
+        return [_result(item, f"item {n} of its list: ") for n, item in enumerate(returned, 1)]
+    raise NotAResult(shown(returned))
+
+
+def shown(value: Any) -> str:
+    """A wrong value as the error row quotes it: its repr, cut, and its type."""
+    text = repr(value)
+    text = text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+    return text if value is None else f"{text} (a {type(value).__name__})"
+
+
+def _result(item: Any, where: str = "") -> Result:
+    if not isinstance(item, Result):
+        raise NotAResult(where + shown(item))
+    item.status = _status(item.status, f"{where}a Result")
+    _require(isinstance(item.summary, str), f"{where}a Result whose summary is {shown(item.summary)}")
+    aspect = item.aspect is None or isinstance(item.aspect, str)
+    _require(aspect, f"{where}a Result whose aspect is {shown(item.aspect)}")
+    stamps = isinstance(item.check_id, str) and isinstance(item.title, str) and isinstance(item.duration_s, int | float)
+    _require(stamps, f"{where}a Result whose check_id, title or duration is of the wrong type")
+    _remediation(item.remediation, where)
+    _metrics(item.metrics, where)
+    _require(isinstance(item.rows, list), f"{where}a Result whose rows are {shown(item.rows)}")
+    for n, row in enumerate(item.rows, 1):
+        _row(row, f"{where}row {n}: ")
+    return item
+
+
+def _status(status: Any, what: str) -> Status:
+    if isinstance(status, Status):
+        return status
+    if isinstance(status, str) and status in {s.value for s in Status}:
+        return Status(status)
+    raise NotAResult(f"{what} whose status is {status!r}, not one of {', '.join(s.value for s in Status)}")
+
+
+def _row(row: Any, where: str) -> None:
+    _require(isinstance(row, Row), where + shown(row))
+    row.status = _status(row.status, f"{where}a Row")
+    _require(isinstance(row.summary, str), f"{where}a Row whose summary is {shown(row.summary)}")
+    _require(row.index is None or isinstance(row.index, int), f"{where}a Row whose index is {shown(row.index)}")
+    names = (row.uuid, row.pci_bus_id, row.name, row.node, row.peer)
+    _require(all(v is None or isinstance(v, str) for v in names), f"{where}a Row naming its GPU or node with non-text")
+    _metrics(row.metrics, where)
+
+
+def _remediation(fix: Any, where: str) -> None:
+    if fix is None:
+        return
+    _require(isinstance(fix, Remediation), f"{where}a remediation that is {shown(fix)}")
+    good = isinstance(fix.why, str) and isinstance(fix.commands, list) and all(isinstance(c, str) for c in fix.commands)
+    _require(good, f"{where}a remediation whose why or commands are not text")
+
+
+def _metrics(metrics: Any, where: str) -> None:
+    _require(isinstance(metrics, list), f"{where}figures that are {shown(metrics)}")
+    for metric in metrics:
+        _require(isinstance(metric, Metric), f"{where}a figure that is {shown(metric)}")
+        _require(isinstance(metric.name, str) and metric.name != "", f"{where}a figure named {shown(metric.name)}")
+        metric.name = identifier(metric.name)
+        _figure(metric, f"{where}figure {metric.name!r}")
+
+
+def _figure(metric: Metric, what: str) -> None:
+    _require(_number_or_text(metric.value), f"{what} has the value {shown(metric.value)}")
+    _require(_number_or_text(metric.expected), f"{what} expects {shown(metric.expected)}")
+    _require(isinstance(metric.unit, str), f"{what} has the unit {shown(metric.unit)}")
+    labels = metric.labels
+    good = isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, SCALARS) for k, v in labels.items())
+    _require(good, f"{what} has the labels {shown(labels)}")
+
+
+def _number_or_text(value: Any) -> bool:
+    """None, text or a number JSON can carry (NaN and infinities it cannot; integers of any size are exact)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, SCALARS)
+
+
+def identifier(name: str) -> str:
+    """A figure's name as a lower-snake-case identifier: other characters become `_`, a leading digit gets
+    `figure_` before it."""
+    word = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "figure"
+    return word if word[0].isalpha() else f"figure_{word}"
+
+
+def _require(condition: bool, problem: str) -> None:
+    if not condition:
+        raise NotAResult(problem)
