@@ -45,6 +45,7 @@ def build_parser() -> Parser:
         metavar="FILE",
         help="convert an `nvidia-smi -q -x` capture to a snapshot instead of reading this node",
     )
+    _add_report_parser(sub)
     drain = sub.add_parser(
         "drain",
         help="drain (Slurm) the nodes a cluster report names; resume those gpudoctor drained that now pass",
@@ -59,6 +60,16 @@ def build_parser() -> Parser:
     saver.add_argument("file", metavar="FILE")
     _add_check_options(saver, for_baseline=True)
     return parser
+
+
+def _add_report_parser(sub: Any) -> None:
+    report = sub.add_parser("report", help="render a saved JSON report again, in any format or as an HTML page")
+    report.add_argument("document", metavar="DOC.json", help="a report written by --json or -o")
+    report.add_argument("--format", choices=FORMATS, default="console", help="what stdout carries (default console)")
+    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML page")
+    report.add_argument("--prom-file", metavar="FILE.prom", help="write node_exporter textfile metrics, atomically")
+    report.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    report.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
 
 
 def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -> None:
@@ -86,6 +97,7 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
         p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report to FILE")
         p.add_argument("--prom-file", metavar="FILE.prom", help="also write node_exporter textfile metrics, atomically")
         p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+        p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (rank 0: the cluster's)")
         p.add_argument("--strict", action="store_true", default=None, help="warnings fail too (exit 1)")
         p.add_argument(
             "--from",
@@ -295,6 +307,10 @@ def _write_files(args: argparse.Namespace, document: dict[str, Any]) -> None:
         _write(Path(args.junit), monitoring.junit(document))
     if args.prom_file:
         _write_prometheus(args.prom_file, document)
+    if args.html:
+        from gpudoctor.report import html
+
+        _write(Path(args.html), html.render(document))
 
 
 def _write_prometheus(path: str, document: dict[str, Any]) -> None:
@@ -321,6 +337,15 @@ def _write(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """A saved report in the asked-for format on stdout and in the asked-for files; the format's exit code."""
+    args.json, args.output, args.report = False, None, sys.stdout
+    args.format = _format(args)
+    for path in (args.html, args.prom_file, args.junit):
+        probe.require_writable(path)
+    return _show(args, probe.load(args.document))
+
+
 def cmd_drain(args: argparse.Namespace) -> int:
     """Drain what rank 0 named, never a node an administrator holds; resume what gpudoctor drained."""
     from gpudoctor import slurm
@@ -343,4 +368,5 @@ COMMANDS = {
     "snapshot": cmd_snapshot,
     "baseline": cmd_baseline,
     "drain": cmd_drain,
+    "report": cmd_report,
 }

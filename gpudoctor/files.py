@@ -10,16 +10,25 @@ from typing import Any
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write beside the target and rename, so a reader never sees half a file."""
+    """Write beside the target and rename, so a reader never sees half a file. The file gets the mode any new
+    file of this process gets (0644 under umask 022), not mkstemp's 0600: reports are read by other users
+    (a CI agent, a web server, node_exporter)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

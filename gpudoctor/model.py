@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -112,6 +112,29 @@ class Result:
         data["status"] = self.status.value
         data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
         return {"check_id": data.pop("check_id"), **data}
+
+
+def result_from_dict(data: dict[str, Any]) -> Result:
+    """A Result as a report document holds it (`Result.to_dict`); fields a report of an older schema lacks
+    take their defaults. Types are not checked here (see `gpudoctor.vetting`)."""
+    given = _known(Result, data)
+    given["remediation"] = Remediation(**_known(Remediation, data["remediation"])) if data.get("remediation") else None
+    given["metrics"] = [_metric(m) for m in data.get("metrics", [])]
+    given["rows"] = [_row(r) for r in data.get("rows", [])]
+    return Result(**given)
+
+
+def _row(data: dict[str, Any]) -> Row:
+    return Row(**{**_known(Row, data), "metrics": [_metric(m) for m in data.get("metrics", [])]})
+
+
+def _metric(data: dict[str, Any]) -> Metric:
+    return Metric(**_known(Metric, data))
+
+
+def _known(kind: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(kind)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def gpu_label(gpu: dict[str, Any]) -> str:

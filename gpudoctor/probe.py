@@ -7,7 +7,8 @@ module), and every format it writes.
     report.exit_code, report.document["status"]           # 0/1, and the JSON report as a dict
     for result in report.results:                         # Result objects: status, summary, rows, metrics
         ...
-    print(probe.render(report, "nagios"))                 # console, json, nagios, npd, junit, prometheus
+    print(probe.render(report, "nagios"))                 # console, json, nagios, npd, junit, prometheus, html
+    report = probe.load("rank0.json")                     # a saved report, to render again
 
     report = probe.run(level="standard", cluster=True)    # this node's part of a cluster run (torchrun, srun)
 
@@ -31,7 +32,7 @@ class UsageError(Exception):
     """Bad input: printed as one line, exit code 2, no traceback."""
 
 
-REPORT_FILES = ("output", "junit", "prom_file")  # the options that name a report file
+REPORT_FILES = ("output", "junit", "prom_file", "html")  # the options that name a report file
 
 
 def plan(args: Any, cluster_mode: bool = False) -> Plan:
@@ -172,7 +173,19 @@ def perform(chosen: Plan, show_progress: bool = False) -> Report:
         raise UsageError(str(exc)) from None
 
 
-FORMATS = ("console", "json", "nagios", "npd", "junit", "prometheus")
+FORMATS = ("console", "json", "nagios", "npd", "junit", "prometheus", "html")
+
+
+def load(path: str) -> Report:
+    """A saved JSON report, to render again in any format (a report moved off an air-gapped cluster, or one a
+    monitoring pipeline stored)."""
+    from gpudoctor.report import document
+
+    try:
+        doc, results = document.load(Path(path))
+    except document.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    return Report(results, doc)
 
 
 def render(report: Report, fmt: str, verbose: bool = False) -> str:
@@ -188,6 +201,10 @@ def render(report: Report, fmt: str, verbose: bool = False) -> str:
         return monitoring.junit(report.document)
     if fmt == "prometheus":
         return prometheus.render(report.document)
+    if fmt == "html":
+        from gpudoctor.report import html
+
+        return html.render(report.document)
     if fmt == "console":
         return console_text(report, verbose)
     raise UsageError(f"no format {fmt!r}; one of {', '.join(FORMATS)}")

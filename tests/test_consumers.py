@@ -235,6 +235,13 @@ def test_junit_with_control_characters_validates_against_jenkins_schema(hostile:
     assert "&lt;b&gt;loud&lt;/b&gt;" in text and "ünïcödé" in text
 
 
+def test_report_files_are_readable_by_the_users_that_consume_them(hostile: dict[str, Any]) -> None:
+    """Jenkins' agent, a web server or node_exporter read them as another user: the process's umask decides
+    (the tests run under 022), not a temporary file's 0600."""
+    for name in ("json", "junit", "prom"):
+        assert hostile[name].stat().st_mode & 0o777 == 0o644, name
+
+
 def test_junit_is_well_formed_for_every_character_a_check_may_say() -> None:
     import xml.etree.ElementTree as ET
 

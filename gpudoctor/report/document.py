@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
-from gpudoctor.model import SEVERITY, Result, Row, Status, worst
+from gpudoctor.model import SEVERITY, Result, Row, Status, result_from_dict, worst
 
 # 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
 # confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
@@ -162,6 +163,38 @@ def _ratio(figure: dict[str, Any] | None) -> float:
     if figure and isinstance(figure["value"], int | float) and isinstance(figure["expected"], int | float):
         return figure["value"] / figure["expected"] if figure["expected"] else 1.0
     return 1.0
+
+
+class ReportError(ValueError):
+    """A file that is not a report gpudoctor can read; the message names the file and why."""
+
+
+REQUIRED = ("status", "exit_code", "counts", "checks", "host", "level", "started_at", "duration_s")
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
+    """A saved report (`--json`, `-o`) and its results, checked as a check's answer is; the document's results
+    rewritten from them, so a report of an older schema reads as this one's."""
+    from gpudoctor.files import read_json
+    from gpudoctor.vetting import NotAResult, vetted
+
+    document = read_json(path, "report", ReportError)
+    if not isinstance(document, dict) or document.get("tool") != "gpudoctor":
+        raise ReportError(f'{path} is not a gpudoctor report (no "tool": "gpudoctor")')
+    if not isinstance(document.get("schema_version"), int) or document["schema_version"] > SCHEMA_VERSION:
+        raise ReportError(f"{path} has schema_version {document.get('schema_version')!r}; this gpudoctor reads up to "
+                          f"{SCHEMA_VERSION}: render it with the gpudoctor that wrote it")  # fmt: skip
+    missing = [key for key in REQUIRED if key not in document]
+    if missing:
+        raise ReportError(f"{path} is not a whole gpudoctor report: no {', '.join(missing)}")
+    try:
+        results = [vetted(result_from_dict(c))[0] for c in document["checks"]]
+        document["checks"] = [r.to_dict() for r in results]
+        for node in (document.get("cluster") or {}).get("nodes", []):
+            node["checks"] = [vetted(result_from_dict(c))[0].to_dict() for c in node.get("checks") or []]
+    except (NotAResult, TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ReportError(f"{path}: a check in it cannot be read: {exc}") from None
+    return document, results
 
 
 def dumps(document: dict[str, Any]) -> str:

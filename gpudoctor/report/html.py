@@ -1,0 +1,427 @@
+"""One self-contained HTML page for a report: a node's, or rank 0's for a whole cluster. A pure function of the
+JSON document, so a saved report renders the same anywhere (`gpudoctor report DOC.json --html FILE`).
+
+No network, no server: the CSS and the few lines of JavaScript (filter, search, a node's details on click)
+are inline, and a Content-Security-Policy lets nothing else run or load; the policy names the two by their
+hashes. Every text from a node (host names, summaries, plugin messages, environment values) is escaped where
+it is written, and the script reads only data attributes and sets only text and `hidden`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections import Counter
+from typing import Any
+
+STATUSES = ("fail", "error", "timeout", "warn", "pass", "skip")
+RANK = {status: n for n, status in enumerate(STATUSES)}  # worst first
+RING_PER_LINE = 100  # nodes per line of the ring picture
+CELL_W, CELL_H = 8, 6
+OFFSETS = (-2, -1, 1, 2)  # the ring neighbours each node sends to (checks/pairs.py)
+
+STYLE = """
+:root{--pass:#2e7d32;--warn:#f9a825;--fail:#c62828;--error:#8e24aa;--timeout:#c62828;--skip:#9e9e9e;
+--bg:#fff;--fg:#1b1b1b;--muted:#666;--line:#ddd}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:16px 24px;
+color:var(--fg);background:var(--bg)}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 8px;border-bottom:1px solid var(--line)}
+.meta,.muted{color:var(--muted)}
+.badge{display:inline-block;padding:1px 7px;border-radius:3px;color:#fff;font-weight:600;font-size:12px;
+text-transform:uppercase}
+.pass{background:var(--pass)}.warn{background:var(--warn);color:#222}.fail{background:var(--fail)}
+.error{background:var(--error)}.timeout{background:var(--timeout)}.skip{background:var(--skip)}
+.counts span{margin-right:14px}
+table{border-collapse:collapse;margin:4px 0 8px}
+td,th{border-bottom:1px solid var(--line);padding:3px 10px 3px 0;text-align:left;vertical-align:top}
+th{font-weight:600}
+pre{background:#f4f4f4;padding:4px 8px;margin:2px 0;white-space:pre-wrap;word-break:break-all}
+.problem{border-left:4px solid var(--fail);padding:4px 12px;margin:8px 0}
+.problem.warn{border-color:var(--warn);background:none;color:inherit}
+#grid{display:flex;flex-wrap:wrap;gap:2px;max-width:1200px}
+#grid button{width:14px;height:14px;padding:0;border:0;border-radius:2px;cursor:pointer}
+#grid button:focus{outline:2px solid #000}
+#filters label{margin-right:12px}
+#detail section{border:1px solid var(--line);padding:8px 12px;margin-top:8px}
+.gpugrid td{text-align:center;padding:2px}
+.gpugrid td.cell{width:26px;height:18px;border:1px solid #fff}
+.gpugrid th.v{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:400;font-size:12px;padding:0 2px 4px}
+svg text{font:10px system-ui,sans-serif;fill:#444}
+[hidden]{display:none !important}
+"""
+
+SCRIPT = """
+(function(){
+var grid=document.getElementById("grid");if(!grid){return;}
+var cells=Array.prototype.slice.call(grid.querySelectorAll("button"));
+var boxes=Array.prototype.slice.call(document.querySelectorAll("#filters input[type=checkbox]"));
+var search=document.getElementById("search"),shown=document.getElementById("shown");
+var detail=document.getElementById("detail");
+function apply(){
+ var on={};boxes.forEach(function(b){on[b.value]=b.checked;});
+ var q=search.value.trim().toLowerCase(),n=0;
+ cells.forEach(function(c){var ok=on[c.dataset.status]&&(!q||c.dataset.name.toLowerCase().indexOf(q)>=0);
+  c.hidden=!ok;if(ok){n++;}});
+ shown.textContent=n+" of "+cells.length+" nodes shown";
+}
+boxes.forEach(function(b){b.addEventListener("change",apply);});
+search.addEventListener("input",apply);
+grid.addEventListener("click",function(ev){
+ var c=ev.target.closest("button");if(!c){return;}
+ Array.prototype.forEach.call(detail.querySelectorAll("section"),function(s){s.hidden=s.id!=="node-"+c.dataset.i;});
+});
+apply();
+})();
+"""
+
+
+def render(document: dict[str, Any]) -> str:
+    """The page for a report document: a cluster's when it has one, else a node's."""
+    body = _cluster_body(document) if document.get("cluster") else _node_body(document)
+    title = f"gpudoctor {document.get('status', '?')}: {document.get('host', '?')}"
+    policy = (
+        f"default-src 'none'; style-src '{_digest(STYLE)}'; script-src '{_digest(SCRIPT)}'; "
+        "img-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{e(policy)}">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{e(title)}</title>'
+        f"<style>{STYLE}</style></head><body>{body}<script>{SCRIPT}</script></body></html>\n"
+    )
+
+
+def e(value: Any) -> str:
+    """Any value as HTML text or attribute value: every markup character escaped."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _digest(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge {e(status)}">{e(status)}</span>'
+
+
+def _header(document: dict[str, Any], what: str, counted: str = "checks") -> str:
+    meta = [
+        document.get("started_at"),
+        f"level {document.get('level')}",
+        document.get("source"),
+        f"{document.get('duration_s', 0):.1f} s",
+        f"gpudoctor {document.get('tool_version')}",
+        f"exit code {document.get('exit_code')}",
+    ]
+    return (
+        f"<h1>{_badge(document.get('status', 'skip'))} {e(what)}</h1>"
+        f'<div class="meta">{" · ".join(e(m) for m in meta if m)}</div>'
+        f'<p class="counts">{e(counted)}: {_counts(document.get("counts", {}))}</p>'
+    )
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return "".join(f"<span>{_badge(s)} {int(counts.get(s, 0))}</span>" for s in STATUSES if counts.get(s))
+
+
+# --- one node ------------------------------------------------------------------------------------------------
+def _node_body(document: dict[str, Any]) -> str:
+    checks = document.get("checks", [])
+    return "".join(
+        [
+            _header(document, f"node {document.get('host')}"),
+            _problems(checks),
+            _gpu_grid(checks),
+            _figures(checks),
+            "<h2>Every check</h2>",
+            _check_table(checks),
+        ]
+    )
+
+
+def _problems(checks: list[dict[str, Any]]) -> str:
+    bad = sorted((c for c in checks if c["status"] not in ("pass", "skip")), key=lambda c: RANK[c["status"]])
+    if not bad:
+        return "<h2>Problems</h2><p>None: every check that ran passed.</p>"
+    return "<h2>Problems, worst first</h2>" + "".join(_problem(c) for c in bad)
+
+
+def _problem(check: dict[str, Any]) -> str:
+    rows = [r for r in check.get("rows", []) if r["status"] not in ("pass", "skip")]
+    listed = "".join(f"<li>{_badge(r['status'])} {e(_where(r))}: {e(r['summary'])}</li>" for r in rows[:50])
+    more = f"<li class='muted'>and {len(rows) - 50} more in the JSON report</li>" if len(rows) > 50 else ""
+    return (
+        f'<div class="problem {"warn" if check["status"] == "warn" else ""}">'
+        f"<div>{_badge(check['status'])} <b>{e(_label(check))}</b>: {e(check['summary'])}</div>"
+        f"{f'<ul>{listed}{more}</ul>' if listed else ''}{_fix(check.get('remediation'))}</div>"
+    )
+
+
+def _fix(fix: dict[str, Any] | None) -> str:
+    if not fix:
+        return ""
+    commands = "".join(f"<pre>$ {e(c)}</pre>" for c in fix.get("commands", []))
+    return f"<div><b>Fix:</b> {e(fix.get('why'))}</div>{commands}"
+
+
+def _label(check: dict[str, Any]) -> str:
+    return check["check_id"] + (f":{check['aspect']}" if check.get("aspect") else "")
+
+
+def _where(row: dict[str, Any]) -> str:
+    if row.get("node") and row.get("peer"):
+        return f"{row['node']} -> {row['peer']}"
+    if row.get("index") is not None:
+        return f"GPU {row['index']}"
+    return row.get("node") or row.get("name") or row.get("pci_bus_id") or "-"
+
+
+def _gpu_grid(checks: list[dict[str, Any]]) -> str:
+    """GPUs down, the checks that judge each GPU across; a cell per verdict, its summary on hover."""
+    per_gpu = [c for c in checks if any(r.get("index") is not None for r in c.get("rows", []))]
+    gpus = sorted({r["index"] for c in per_gpu for r in c["rows"] if r.get("index") is not None})
+    if not gpus:
+        return ""
+    head = "".join(f'<th class="v">{e(_label(c))}</th>' for c in per_gpu)
+    lines = [f"<tr><th>GPU {e(gpu)}</th>{''.join(_gpu_cell(c, gpu) for c in per_gpu)}</tr>" for gpu in gpus]
+    return f'<h2>GPU by check</h2><table class="gpugrid"><tr><th></th>{head}</tr>{"".join(lines)}</table>'
+
+
+def _gpu_cell(check: dict[str, Any], gpu: int) -> str:
+    row = next((r for r in check["rows"] if r.get("index") == gpu), None)
+    status, text = (row["status"], row["summary"]) if row else ("", "not judged")
+    return f'<td class="cell {e(status)}" title="{e(_label(check))}: {e(text)}"></td>'
+
+
+def _figures(checks: list[dict[str, Any]]) -> str:
+    """Each figure judged against a number, as a bar of the figure over its expectation."""
+    found = []
+    for check in checks:
+        found += [(check, None, m) for m in check.get("metrics", [])]
+        found += [(check, r, m) for r in check.get("rows", []) for m in r.get("metrics", [])]
+    judged = [(c, r, m) for c, r, m in found if _number(m.get("value")) and _number(m.get("expected"))]
+    if not judged:
+        return ""
+    lines = "".join(_figure_line(c, r, m) for c, r, m in judged[:400])
+    return f"<h2>Figures against their expectations</h2><table>{lines}</table>"
+
+
+def _figure_line(check: dict[str, Any], row: dict[str, Any] | None, metric: dict[str, Any]) -> str:
+    value, expected = float(metric["value"]), float(metric["expected"])
+    ratio = value / expected if expected else 1.0
+    status = row["status"] if row else check["status"]
+    where = f"{_where(row)} " if row else ""
+    labels = ", ".join(f"{k}={v}" for k, v in metric.get("labels", {}).items())
+    return (
+        f"<tr><td>{e(_label(check))}</td><td>{e(where)}{e(metric['name'])}"
+        f"{f' <span class=muted>({e(labels)})</span>' if labels else ''}</td>"
+        f"<td>{_bar(ratio, status)}</td><td>{e(_fmt(value))} {e(metric.get('unit'))} of {e(_fmt(expected))}"
+        f" <span class='muted'>({e(metric.get('expected_source') or 'expected')})</span></td></tr>"
+    )
+
+
+def _bar(ratio: float, status: str) -> str:
+    """The figure as a share of 200 px, the expectation a tick at 150 px (1.0), capped at 1.33x."""
+    width = max(1, min(200, round(150 * ratio)))
+    return (
+        f'<svg width="204" height="12" role="img" aria-label="{e(f"{ratio:.2f}")} of expected">'
+        f'<rect x="0" y="2" width="{width}" height="8" fill="{_fill(status)}"/>'
+        '<line x1="150" x2="150" y1="0" y2="12" stroke="#000" stroke-width="1.5"/></svg>'
+    )
+
+
+def _fill(status: str) -> str:
+    return {"pass": "#2e7d32", "warn": "#f9a825", "skip": "#9e9e9e", "error": "#8e24aa"}.get(status, "#c62828")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _check_table(checks: list[dict[str, Any]]) -> str:
+    lines = "".join(
+        f"<tr><td>{_badge(c['status'])}</td><td>{e(_label(c))}</td><td>{e(c['summary'])}</td></tr>" for c in checks
+    )
+    return f"<table>{lines}</table>"
+
+
+# --- a cluster -----------------------------------------------------------------------------------------------
+def _cluster_body(document: dict[str, Any]) -> str:
+    cluster = document["cluster"]
+    nodes = cluster.get("nodes", [])
+    return "".join(
+        [
+            _header(document, _cluster_title(document), "cross-node checks"),
+            _verdicts(cluster),
+            _node_grid(nodes),
+            _findings(cluster.get("findings", [])),
+            _ring(document.get("checks", []), nodes),
+            _skew(document.get("checks", [])),
+            "<h2>Cross-node checks</h2>",
+            _problems(document.get("checks", [])),
+            _check_table(document.get("checks", [])),
+        ]
+    )
+
+
+def _cluster_title(document: dict[str, Any]) -> str:
+    cluster = document["cluster"]
+    nodes, launcher = len(cluster.get("nodes", [])), cluster.get("launcher")
+    return f"cluster of {nodes} nodes ({launcher}), rank 0 on {document.get('host')}"
+
+
+def _verdicts(cluster: dict[str, Any]) -> str:
+    counts = Counter(n["verdict"]["status"] for n in cluster.get("nodes", []))
+    words = (("fail", "to drain"), ("warn", "named, not drained"), ("pass", "fine"))
+    parts = "".join(f"<span>{_badge(s)} {counts[s]} {word}</span>" for s, word in words if counts[s])
+    drain = cluster.get("failed_nodes", [])
+    return f'<p class="counts">{parts}</p>' + (f"<p><b>Drain:</b> {e(', '.join(drain))}</p>" if drain else "")
+
+
+def _node_grid(nodes: list[dict[str, Any]]) -> str:
+    statuses = [s for s in ("fail", "warn", "pass") if any(n["verdict"]["status"] == s for n in nodes)]
+    boxes = "".join(f'<label><input type="checkbox" value="{s}" checked> {_badge(s)}</label>' for s in statuses)
+    cells = "".join(
+        f'<button type="button" class="{e(n["verdict"]["status"])}" data-i="{i}" data-name="{e(n["name"])}" '
+        f'data-status="{e(n["verdict"]["status"])}" title="{e(n["name"])}: {e(n["verdict"]["status"])}"></button>'
+        for i, n in enumerate(nodes)
+    )
+    details = "".join(_node_detail(i, n) for i, n in enumerate(nodes))
+    return (
+        "<h2>Nodes</h2>"
+        f'<div id="filters">{boxes}<input id="search" type="search" placeholder="node name" '
+        'aria-label="search nodes by name"> <span id="shown" class="muted"></span></div>'
+        f'<div id="grid">{cells}</div><p class="muted">Click a node for its findings and its own checks.</p>'
+        f'<div id="detail">{details}</div>'
+    )
+
+
+def _node_detail(i: int, node: dict[str, Any]) -> str:
+    verdict = node["verdict"]
+    findings = "".join(f"<li>{e(f)}</li>" for f in verdict.get("findings", []))
+    own = node.get("checks", [])
+    bad = [c for c in own if c["status"] not in ("pass", "skip")]
+    checks = "".join(f"<li>{_badge(c['status'])} {e(_label(c))}: {e(c['summary'])}</li>" for c in bad)
+    lost = f"<p>Lost: {e(node['lost'])}</p>" if node.get("lost") else ""
+    said = f"<ul>{checks}</ul>" if checks else f"<p class='muted'>Its own {len(own)} checks: none failed.</p>"
+    return (
+        f'<section id="node-{i}" hidden><b>{e(node["name"])}</b> (rank {e(node.get("rank"))}) '
+        f"{_badge(verdict['status'])}{lost}{f'<ul>{findings}</ul>' if findings else ''}{said}</section>"
+    )
+
+
+def _findings(findings: list[dict[str, Any]]) -> str:
+    if not findings:
+        return "<h2>Named nodes and links</h2><p>None.</p>"
+    lines = "".join(_finding(f) for f in findings[:500])
+    more = f"<p class='muted'>and {len(findings) - 500} more in the JSON report</p>" if len(findings) > 500 else ""
+    head = "<tr><th></th><th>where</th><th>check</th><th>figure</th><th>reference, allowance</th><th></th></tr>"
+    return f"<h2>Named nodes and links, worst first</h2><table>{head}{lines}</table>{more}"
+
+
+def _finding(finding: dict[str, Any]) -> str:
+    where = f"{finding['node']} -> {finding['peer']}" if finding.get("peer") else finding["node"]
+    figure = finding.get("figure") or {}
+    value = f"{_fmt(figure['value'])} {figure.get('unit', '')}" if _number(figure.get("value")) else ""
+    reference = figure.get("expected")
+    reference = f"{_fmt(reference)} {figure.get('unit', '')}" if _number(reference) else reference
+    source = figure.get("expected_source") or ""
+    confirmed = {True: "confirmed", False: "not confirmed (never drained)"}.get(finding.get("confirmed"), "")
+    return (
+        f"<tr><td>{_badge(finding['status'])}</td><td><b>{e(where)}</b></td><td>{e(finding['check_id'])}</td>"
+        f"<td>{e(value)}</td><td>{e(reference)} {e(source)}</td><td>{e(confirmed)}<br>"
+        f"<span class='muted'>{e(finding['summary'])}</span></td></tr>"
+    )
+
+
+def _ring(checks: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> str:
+    """Each node's first-look transfer to its ring neighbours (i-2, i-1, i+1, i+2), a column per node: a slow
+    node shows as a dark column and as dark cells of its neighbours' columns."""
+    figures = _transfers(checks)
+    if not figures or len(nodes) < 2:
+        return ""
+    order = {n["name"]: i for i, n in enumerate(nodes)}
+    top = sorted(figures.values())[(3 * len(figures)) // 4]
+    top = top or 1.0
+    rects = [_ring_cell(src, dst, gbps / top, gbps, order) for (src, dst), gbps in figures.items()]
+    lines = (len(nodes) + RING_PER_LINE - 1) // RING_PER_LINE
+    height = lines * (len(OFFSETS) * CELL_H + 8)
+    width = min(len(nodes), RING_PER_LINE) * CELL_W + 4
+    return (
+        "<h2>Ring links</h2><p class='muted'>A column per node (rank order, "
+        f"{RING_PER_LINE} a line), its transfers to ranks -2, -1, +1, +2 from top to bottom; colour: the "
+        f"figure against the upper quartile of all ({e(_fmt(top))} GB/s), dark below 0.5. Hover for the figure.</p>"
+        f'<svg id="ring" width="{width}" height="{height}" role="img" aria-label="ring link figures">'
+        f"{''.join(rects)}</svg>"
+    )
+
+
+def _ring_cell(src: str, dst: str, ratio: float, gbps: float, order: dict[str, int]) -> str:
+    """One transfer's cell (nothing for a pair that is not ring neighbours, as a re-test's are not)."""
+    if src not in order or dst not in order:
+        return ""
+    offset = _offset(order[src], order[dst], len(order))
+    if offset is None:
+        return ""
+    x, y = _cell(order[src], offset)
+    tip = f"{src} -> {dst}: {gbps:.3g} GB/s ({ratio:.2f} of the upper quartile)"
+    return (
+        f'<rect x="{x}" y="{y}" width="{CELL_W - 1}" height="{CELL_H - 1}" fill="{_shade(ratio)}">'
+        f"<title>{e(tip)}</title></rect>"
+    )
+
+
+def _transfers(checks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """The links check's first-look figures by (sender, receiver)."""
+    found = {}
+    for check in checks:
+        if check["check_id"] != "cluster.links":
+            continue
+        for metric in check.get("metrics", []):
+            labels = metric.get("labels", {})
+            if labels.get("stage") == "first" and _number(metric.get("value")) and "src" in labels:
+                found[(str(labels["src"]), str(labels.get("dst")))] = float(metric["value"])
+    return found
+
+
+def _offset(src: int, dst: int, n: int) -> int | None:
+    for offset in OFFSETS:
+        if (src + offset) % n == dst:
+            return offset
+    return None
+
+
+def _cell(index: int, offset: int) -> tuple[int, int]:
+    line, column = divmod(index, RING_PER_LINE)
+    return column * CELL_W + 2, line * (len(OFFSETS) * CELL_H + 8) + OFFSETS.index(offset) * CELL_H
+
+
+def _shade(ratio: float) -> str:
+    """Green at the reference, yellow at 0.75, red at 0.5, dark red below."""
+    if ratio >= 0.9:
+        return "#2e7d32"
+    if ratio >= 0.75:
+        return "#9ccc65"
+    if ratio >= 0.6:
+        return "#f9a825"
+    if ratio >= 0.5:
+        return "#ef6c00"
+    return "#7f0000"
+
+
+def _skew(checks: list[dict[str, Any]]) -> str:
+    skew = [c for c in checks if c["check_id"] == "cluster.skew"]
+    if not skew:
+        return ""
+    rows = [r for c in skew for r in c.get("rows", [])]
+    lines = "".join(
+        f"<tr><td>{_badge(r['status'])}</td><td>{e(_where(r))}</td><td>{e(r['summary'])}</td></tr>" for r in rows
+    )
+    said = "".join(f"<p>{_badge(c['status'])} {e(c['summary'])}</p>" for c in skew)
+    return f"<h2>Skew between nodes</h2>{said}" + (f"<table>{lines}</table>" if lines else "")

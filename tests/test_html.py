@@ -1,0 +1,206 @@
+"""The HTML page and `gpudoctor report`: a pure function of the document, self-contained and escaped; any
+saved report rendered again in every format; and the pages in a real headless Chromium (the distribution's
+chromium and chromedriver, driven by selenium): no console error, the failing node and the slow link shown,
+filter and search working, and hostile host names and plugin text running nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import clusterreport
+import pytest
+from conftest import SNAPSHOTS, gpudoctor
+
+from gpudoctor import probe
+from gpudoctor.report import html
+
+FAILING = str(SNAPSHOTS / "fault-xid-79.json")
+PLUGINS = Path(__file__).parent / "fixtures" / "plugins"
+# Set to a folder to keep the cluster page's screenshot there (the README's docs/html-cluster.png is one).
+SHOTS = os.environ.get("GPUDOCTOR_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def cluster_doc() -> dict[str, Any]:
+    return clusterreport.build(1000)
+
+
+@pytest.fixture(scope="module")
+def node_doc() -> dict[str, Any]:
+    """A failing 8-GPU node, its host name and one check's text written to attack the page."""
+    doc = probe.run(from_file=FAILING).document
+    doc["host"] = clusterreport.HOSTILE_NAME
+    xid = next(c for c in doc["checks"] if c["check_id"] == "health.xid")
+    xid["rows"][3]["summary"] += " " + clusterreport.HOSTILE_TEXT
+    return doc
+
+
+# --- the page, without a browser -----------------------------------------------------------------------------
+def test_the_page_escapes_every_text_from_a_node(cluster_doc: dict[str, Any], node_doc: dict[str, Any]) -> None:
+    for page in (html.render(cluster_doc), html.render(node_doc)):
+        assert "<img" not in page and "onerror=" not in page.replace("onerror=&quot;", "")
+        assert "<script>window.pwned" not in page and "<b onmouseover" not in page
+        assert page.count("<script>") == 1  # the page's own, whose hash the policy names
+        assert "&lt;script&gt;window.pwned=" in page
+
+
+def test_the_policy_allows_only_the_inline_style_and_script(cluster_doc: dict[str, Any]) -> None:
+    import base64
+    import hashlib
+
+    page = html.render(cluster_doc)
+    policy = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1])
+    assert "default-src 'none'" in policy and "unsafe" not in policy
+    for tag, directive in (("style", "style-src"), ("script", "script-src")):
+        body = re.search(rf"<{tag}>(.*?)</{tag}>", page, re.S)[1]
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert f"{directive} 'sha256-{digest}'" in policy
+    assert not re.search(r"(src|href)=\"?(https?:|//)", page) and "<link" not in page and "@import" not in page
+
+
+def test_a_thousand_node_page_is_under_two_megabytes(cluster_doc: dict[str, Any]) -> None:
+    page = html.render(cluster_doc)
+    assert len(page.encode()) < 2_000_000
+    assert page.count('data-status="fail"') == len(cluster_doc["cluster"]["failed_nodes"]) == 3
+
+
+def test_a_report_without_a_cluster_or_figures_still_renders() -> None:
+    doc = probe.run(from_file=FAILING, only=["driver.nvml"]).document
+    doc["checks"] = []
+    assert "None: every check that ran passed." in html.render(doc)
+
+
+# --- gpudoctor report: any saved report, every format ---------------------------------------------------------
+def test_a_saved_report_renders_again_as_the_run_rendered_it(tmp_path: Path) -> None:
+    first = {name: tmp_path / f"first.{name}" for name in ("json", "prom", "xml", "html")}
+    run = gpudoctor("check", "--from", FAILING, "--checks-dir", str(PLUGINS), "--format", "nagios",
+                    "-o", str(first["json"]), "--prom-file", str(first["prom"]), "--junit", str(first["xml"]),
+                    "--html", str(first["html"]))  # fmt: skip
+    (tmp_path / "again").mkdir()  # one gpudoctor .prom file a folder
+    again = {name: tmp_path / "again" / f"again.{name}" for name in ("prom", "xml", "html")}
+    for fmt in ("console", "json", "nagios", "npd"):
+        proc = gpudoctor("report", str(first["json"]), "--format", fmt, "--prom-file", str(again["prom"]),
+                         "--junit", str(again["xml"]), "--html", str(again["html"]))  # fmt: skip
+        assert proc.stderr == "" and proc.returncode == {"nagios": 2}.get(fmt, 1), (fmt, proc.stderr)
+        for name, path in again.items():
+            assert path.read_text() == first[name].read_text(), (fmt, name)
+        if fmt == "nagios":
+            assert proc.stdout == run.stdout
+        if fmt == "json":
+            assert json.loads(proc.stdout) == json.loads(first["json"].read_text())
+
+
+def test_a_cluster_report_renders_again_in_every_format(tmp_path: Path, cluster_doc: dict[str, Any]) -> None:
+    saved = tmp_path / "rank0.json"
+    saved.write_text(json.dumps(cluster_doc))
+    report = probe.load(str(saved))
+    assert "node0417" in probe.render(report, "console") and "node0417" in probe.render(report, "html")
+    assert probe.render(report, "npd").startswith("cluster.links")
+    assert 'node="node0733"' in probe.render(report, "prometheus")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "cannot read report"),
+        ("{not json", "is not valid JSON"),
+        ('{"tool": "other"}', "is not a gpudoctor report"),
+        ('{"tool": "gpudoctor", "schema_version": 99}', "this gpudoctor reads up to 3"),
+        ('{"tool": "gpudoctor", "schema_version": 3, "checks": []}', "is not a whole gpudoctor report: no status"),
+        ("BROKEN_CHECK", "a check in it cannot be read"),
+    ],
+)
+def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(tmp_path: Path, content: str | None, said: str) -> None:
+    path = tmp_path / "report.json"
+    if content == "BROKEN_CHECK":
+        doc = probe.run(from_file=FAILING, only=["driver.nvml"]).document
+        doc["checks"][0]["status"] = "splendid"
+        content = json.dumps(doc)
+    if content is not None:
+        path.write_text(content)
+    proc = gpudoctor("report", str(path), "--html", str(tmp_path / "page.html"))
+    assert proc.returncode == 2 and proc.stdout == "" and said in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "page.html").exists()
+
+
+# --- in a real browser -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra has it)")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("chromium and chromedriver are not installed (Debian: chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1300,1500",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    session = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    yield session
+    session.quit()
+
+
+def open_page(browser: Any, tmp_path: Path, document: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The page loaded from a file (as an admin opens it), and what the browser logged."""
+    page = tmp_path / name
+    page.write_text(html.render(document))
+    browser.get(page.as_uri())
+    browser.find_element("tag name", "h1")
+    return browser.get_log("browser")
+
+
+def visible(browser: Any) -> list[str]:
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('#grid button')).filter(b => !b.hidden).map(b => b.dataset.name)"
+    )
+
+
+def test_the_cluster_page_in_a_browser(browser: Any, tmp_path: Path, cluster_doc: dict[str, Any]) -> None:
+    logs = open_page(browser, tmp_path, cluster_doc, "cluster.html")
+    assert [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")] == []
+    loaded = browser.execute_script("return performance.getEntriesByType('navigation')[0].loadEventEnd")
+    assert loaded < 1000, f"the 1,000-node page took {loaded:.0f} ms to load"
+    assert len(visible(browser)) == 1000
+    assert "node0120 -> node0121" in browser.find_element("tag name", "table").text
+    if SHOTS:
+        browser.save_screenshot(str(Path(SHOTS) / "html-cluster.png"))
+    find = browser.find_element
+    find("css selector", '#filters input[value="pass"]').click()
+    assert sorted(visible(browser)) == ["node0417", "node0733", "node0999"]
+    find("css selector", "#search").send_keys("0417")
+    assert visible(browser) == ["node0417"] and "1 of 1000 nodes shown" in find("id", "shown").text
+    find("css selector", '#grid button[data-name="node0417"]').click()
+    detail = find("id", "node-417")
+    assert detail.is_displayed() and "slow both ways" in detail.text and not find("id", "node-733").is_displayed()
+    find("css selector", "#search").clear()
+    find("css selector", '#filters input[value="pass"]').click()
+    find("css selector", "#grid button[data-i='3']").click()
+    assert find("id", "node-3").text.startswith(clusterreport.HOSTILE_NAME)
+    assert browser.execute_script("return window.pwned") is None
+
+
+def test_the_node_page_in_a_browser(browser: Any, tmp_path: Path, node_doc: dict[str, Any]) -> None:
+    logs = open_page(browser, tmp_path, node_doc, "node.html")
+    assert [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")] == []
+    title = browser.find_element("tag name", "h1").text
+    assert clusterreport.HOSTILE_NAME in title
+    problem = browser.find_element("css selector", ".problem").text
+    assert "health.xid" in problem and clusterreport.HOSTILE_TEXT in problem and "Fix:" in problem
+    rows = browser.find_elements("css selector", ".gpugrid tr")
+    assert len(rows) == 1 + 8
+    assert browser.execute_script("return window.pwned") is None
