@@ -62,3 +62,13 @@ def test_fault_spec_errors(text: str) -> None:
 
 def test_fault_spec_parses() -> None:
     assert Fault.parse("rank=2,kind=crash,at=train step 3") == Fault(2, "crash", "train step 3")
+
+
+def test_the_console_names_what_tells_a_figure_from_its_siblings() -> None:
+    """A cluster.links result carries thousands of `link_gbps` figures: each line says which transfer."""
+    from gpudoctor.model import Metric
+    from gpudoctor.report.console import format_metric
+
+    metric = Metric("link_gbps", 9.686, "GB/s", labels={"src": "node0001", "dst": "node0002", "stage": "first"})
+    assert format_metric(metric) == "link_gbps{src=node0001,dst=node0002,stage=first}: 9.686 GB/s"
+    assert format_metric(Metric("shm", 256.0, "GiB", expected=">= 1.0")) == "shm: 256 GiB (expected >= 1.0 GiB)"

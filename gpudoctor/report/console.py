@@ -128,7 +128,8 @@ def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[An
 
 def format_metric(metric: Metric) -> str:
     value = f"{metric.value:.4g}" if isinstance(metric.value, float) else str(metric.value)
-    text = f"{metric.name}: {value} {metric.unit}".rstrip()
+    labels = ",".join(f"{k}={v}" for k, v in metric.labels.items())
+    text = f"{metric.name}{'{' + labels + '}' if labels else ''}: {value} {metric.unit}".rstrip()
     if metric.expected is not None:
         expected = f"{metric.expected:.4g}" if isinstance(metric.expected, float) else str(metric.expected)
         text += f" (expected {expected} {metric.unit}".rstrip()
