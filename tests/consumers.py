@@ -1,11 +1,12 @@
 """The real consumers of gpudoctor's monitoring output, as the tests start them: promtool, node_exporter's
-textfile collector scraped over HTTP, xmllint, and the environment cron gives a job. Each skips with the
+textfile collector scraped over HTTP, xmllint, and Debian's cron daemon. Each skips with the
 reason where its package is not installed (.ci/run installs them)."""
 
 from __future__ import annotations
 
-import pwd
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,11 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
-
-# Debian's cron(8): "SHELL is set to /bin/sh, and LOGNAME and HOME are set from the /etc/passwd line of the
-# crontab's owner. PATH is set to "/usr/bin:/bin""; NAME=value lines of the crontab add to or replace them.
-CRON_PATH = "/usr/bin:/bin"
 
 
 def promtool() -> str:
@@ -59,29 +57,142 @@ def scrape(textfile_dir: Path) -> str:
         proc.wait()
 
 
-def cron_environment(crontab: list[str], user: str) -> dict[str, str]:
-    """What cron gives a job of this crontab owned by `user`: nothing of the caller's environment."""
-    entry = pwd.getpwnam(user)
-    env = {"SHELL": "/bin/sh", "LOGNAME": user, "HOME": entry.pw_dir, "PATH": CRON_PATH}
-    for line in crontab:
-        name, equals, value = line.strip().partition("=")
-        if equals and name and " " not in name and not line.lstrip().startswith("#"):
-            env[name.strip()] = value.strip().strip("'\"")
-    return env
-
-
-def opt_gpudoctor(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run argv as a site would, where the README installs gpudoctor (`/opt/gpudoctor/bin/gpudoctor`): in a
-    private mount namespace, a folder of the test's is bound over /opt holding that path (this checkout's
-    gpudoctor); the environment is exactly `env`."""
-    if not shutil.which("unshare"):
-        pytest.skip("unshare (util-linux) is not installed")
+def cron_runs(cron_file: str, wrote: Path, limit_s: float = 80.0) -> bool:
+    """Debian's cron daemon, for real, with `cron_file` as /etc/cron.d/gpudoctor and nothing else to run: in
+    its own mount and PID namespaces, over folders of the test's (/etc/cron.d, /etc/crontab, the user
+    crontabs, /run for its pid file, and /opt, where /opt/gpudoctor/bin/gpudoctor is what the README installs:
+    this checkout's gpudoctor). The job gets the environment cron gives (PATH=/usr/bin:/bin, PAM's
+    pam_env). True once the job wrote `wrote`; everything in the namespace is killed either way."""
+    cron = shutil.which("cron")
+    if not cron or not shutil.which("unshare") or os.geteuid() != 0:
+        pytest.skip("needs root, unshare and Debian's cron (.ci/run installs cron)")
     with tempfile.TemporaryDirectory() as folder:
-        binary = Path(folder) / "gpudoctor" / "bin" / "gpudoctor"
-        binary.parent.mkdir(parents=True)
+        root = Path(folder)
+        root.chmod(0o755)
+        for sub in ("cron.d", "crontabs", "run", "opt/gpudoctor/bin"):
+            (root / sub).mkdir(parents=True, mode=0o755)
+        (root / "crontab").write_text("")
+        (root / "cron.d" / "gpudoctor").write_text(cron_file)
+        (root / "cron.d" / "gpudoctor").chmod(0o644)
+        binary = root / "opt" / "gpudoctor" / "bin" / "gpudoctor"
         binary.write_text(f'#!/bin/sh\nexec {Path(sys.executable).with_name("gpudoctor")} "$@"\n')
         binary.chmod(0o755)
-        Path(folder).chmod(0o755)
-        mount = 'mount --bind "$0" /opt && exec "$@"'
-        argv = ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", mount, folder, *argv]
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        binds = " && ".join(
+            f"mount --bind {root / mine} {system}"
+            for mine, system in (("cron.d", "/etc/cron.d"), ("crontab", "/etc/crontab"),
+                                 ("crontabs", "/var/spool/cron/crontabs"), ("run", "/run"), ("opt", "/opt"))
+        )  # fmt: skip
+        setup = f"{binds} && exec {cron} -f"
+        argv = ["unshare", "-m", "-p", "-f", "--kill-child", "--propagation", "private", "sh", "-c", setup]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + limit_s
+            while time.monotonic() < deadline and not wrote.exists() and proc.poll() is None:
+                time.sleep(0.5)
+            return wrote.exists()
+        finally:
+            for init in psutil.Process(proc.pid).children():
+                init.kill()  # the namespace's init: its end ends every process in it, and unshare reaps it
+            proc.wait(timeout=30)
+
+
+NAGIOS_CFG = """log_file={d}/nagios.log
+cfg_file={d}/objects.cfg
+object_cache_file={d}/objects.cache
+precached_object_file={d}/objects.precache
+status_file={d}/status.dat
+state_retention_file={d}/retention.dat
+retain_state_information=0
+use_retained_program_state=0
+use_retained_scheduling_info=0
+command_file={d}/nagios.cmd
+check_external_commands=0
+check_result_path={d}/checkresults
+lock_file={d}/nagios.lock
+temp_file={d}/nagios.tmp
+temp_path={d}
+nagios_user=root
+nagios_group=root
+interval_length=1
+max_service_check_spread=1
+service_inter_check_delay_method=n
+check_result_reaper_frequency=1
+enable_notifications=0
+execute_host_checks=0
+process_performance_data=1
+service_perfdata_file={d}/perfdata.tsv
+service_perfdata_file_template=$SERVICESTATE$\\t$SERVICEOUTPUT$\\t$SERVICEPERFDATA$
+service_perfdata_file_processing_interval=0
+"""
+NAGIOS_OBJECTS = """define command {{
+  command_name gpudoctor
+  command_line {command}
+}}
+define command {{
+  command_name noop
+  command_line /bin/true
+}}
+define timeperiod {{
+  timeperiod_name always
+  alias always
+  {days}
+}}
+define contact {{
+  contact_name nobody
+  host_notifications_enabled 0
+  service_notifications_enabled 0
+  host_notification_period always
+  service_notification_period always
+  host_notification_options n
+  service_notification_options n
+  host_notification_commands noop
+  service_notification_commands noop
+}}
+define host {{
+  host_name node1
+  address 127.0.0.1
+  check_command noop
+  max_check_attempts 1
+  check_period always
+  contacts nobody
+  notification_period always
+}}
+define service {{
+  host_name node1
+  service_description gpudoctor
+  check_command gpudoctor
+  max_check_attempts 1
+  check_interval 300
+  retry_interval 300
+  check_period always
+  contacts nobody
+  notification_period always
+}}
+"""
+
+
+def nagios_check(command: str, folder: Path, limit_s: float = 30.0) -> tuple[str, str, str]:
+    """Nagios Core 4 itself runs `command` as a service check (checks every second are scheduled from its
+    start) and writes what it made of the plugin's answer to its performance-data file: the state, the
+    output, and the perfdata, as Nagios split them."""
+    nagios = shutil.which("nagios4") or shutil.which("nagios")
+    if not nagios:
+        pytest.skip("Nagios Core is not installed (Debian: nagios4)")
+    (folder / "checkresults").mkdir()
+    days = "\n  ".join(f"{day} 00:00-24:00" for day in ("sunday", "monday", "tuesday", "wednesday", "thursday",
+                                                       "friday", "saturday"))  # fmt: skip
+    (folder / "nagios.cfg").write_text(NAGIOS_CFG.format(d=folder))
+    (folder / "objects.cfg").write_text(NAGIOS_OBJECTS.format(command=command, days=days))
+    perfdata = folder / "perfdata.tsv"
+    proc = subprocess.Popen([nagios, str(folder / "nagios.cfg")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and not (perfdata.exists() and perfdata.read_text().endswith("\n")):
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # Nagios and its worker processes
+        proc.wait()
+    assert perfdata.exists(), (folder / "nagios.log").read_text()[-2000:]
+    state, output, figures = perfdata.read_text().splitlines()[0].split("\t")
+    return state, output, figures

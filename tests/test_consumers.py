@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
 from consumers import promtool, scrape, xmllint
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -176,6 +176,18 @@ def test_nagios_perfdata_is_exact_and_quoted(hostile: dict[str, Any]) -> None:
     assert figures["gpu_temp_1_x_y_mine_z_a'b"] == ("41", "")
 
 
+def test_nagios_core_reads_the_line_as_gpudoctor_means_it(hostile: dict[str, Any], tmp_path: Path) -> None:
+    """Nagios Core 4.4 runs the plugin and splits its answer: the state from the exit code, the output and the
+    perfdata exactly as written."""
+    from consumers import nagios_check
+
+    state, output, figures = nagios_check(f"{GPUDOCTOR} check --from {FAILING} --checks-dir {PLUGINS} --format nagios",
+                                          tmp_path)  # fmt: skip
+    head, perf = nagios_parts(hostile["proc"].stdout.strip())
+    assert (state, output, figures) == ("CRITICAL", head, perf)
+    assert dict((label, value) for label, value, _ in parse_perfdata(figures))["ecc_count"] == "1234567"
+
+
 def test_nagios_keeps_failing_and_warning_figures_first_within_its_limit() -> None:
     doc = _crowded_report()
     line, code = monitoring.nagios(doc)
@@ -290,19 +302,17 @@ def test_the_alert_tests_use_series_gpudoctor_writes() -> None:
 
 
 # --- 7. cron -----------------------------------------------------------------------------------------------------
-def test_cron_example_runs_with_the_environment_cron_gives(tmp_path: Path) -> None:
-    """Debian's cron runs a cron.d line through /bin/sh with SHELL=/bin/sh, HOME and LOGNAME from the
-    owner's passwd entry, PATH=/usr/bin:/bin, plus the file's own NAME=value lines; nothing else."""
-    from consumers import cron_environment, opt_gpudoctor
+def test_cron_example_runs_under_the_real_cron(tmp_path: Path) -> None:
+    """Debian's cron runs the example's line (the folder of the .prom file changed, nothing else) with the
+    environment it gives jobs: PATH=/usr/bin:/bin, so the example must find gpudoctor itself. The old line,
+    with no PATH, never wrote its file (exit 127, hidden by its redirections)."""
+    from consumers import cron_runs
 
-    lines = (ROOT / "examples" / "gpudoctor.cron").read_text().splitlines()
-    env = cron_environment(lines, user="root")
-    command = next(x for x in lines if x and x[0] != "#" and "=" not in x.split()[0]).split(None, 6)[6]
-    command = command.replace("/var/lib/node_exporter/textfile", str(tmp_path))
-    proc = opt_gpudoctor(["/bin/sh", "-c", command], env)
-    assert proc.returncode in (0, 1) and proc.stderr == "", proc.stderr  # npd: 1 is "a problem found"
-    text = (tmp_path / "gpudoctor.prom").read_text()
-    assert subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True).returncode == 0
+    text = (ROOT / "examples" / "gpudoctor.cron").read_text().replace("/var/lib/node_exporter/textfile", str(tmp_path))
+    assert cron_runs(text, tmp_path / "gpudoctor.prom"), "cron ran no gpudoctor that wrote its file within 80 s"
+    check = subprocess.run([promtool(), "check", "metrics"], input=(tmp_path / "gpudoctor.prom").read_text(),
+                           capture_output=True, text=True)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 # --- 8. Kubernetes --------------------------------------------------------------------------------------------
