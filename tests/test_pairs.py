@@ -261,3 +261,24 @@ def test_a_reference_pair_in_a_quiet_moment_does_not_confirm_a_loaded_node(slow:
     nodes, _ = pairs.confirm(look, retest)
     assert nodes[1].confirmed is named, nodes[1].summary
     assert nodes[1].status == (Status.FAIL if named else Status.WARN), nodes[1].summary
+
+
+@pytest.mark.parametrize(("slow", "named"), [(1.0, False), (0.3, True)])
+def test_a_quiet_reference_round_does_not_confirm_a_loaded_link(slow: float, named: bool) -> None:
+    """The links' side of the same case: 1 -> 2 slowed by a load in the ring (0.35x) and in its re-test
+    (0.45x of good pairs that ran at twice the ring's level), healthy; a link slow in itself stays named."""
+    cluster = Cluster(6, slow_links={(1, 2): slow} if slow < 1 else {}, sigma=0.03)
+    transfers = cluster.measure(pairs.neighbour_rounds(list(range(6))), random.Random(3))
+    for t in transfers:
+        if (t["src"], t["dst"]) == (1, 2) and slow == 1.0:
+            t["gbps"] *= 0.35
+            t["passes"] = [p * 0.35 for p in t["passes"]]
+    look = pairs.first_look(transfers, names(6), FRACTIONS)
+    assert set(look.links) == {(1, 2)} and look.nodes == {}
+    retest = cluster.measure(pairs.retest_rounds(look), random.Random(4), pairs.RETEST_PASSES)
+    for t in retest:
+        factor = 2.0 if {t["src"], t["dst"]} != {1, 2} else (0.9 if slow == 1.0 else 1.0)
+        t["gbps"] *= factor
+        t["passes"] = [p * factor for p in t["passes"]]
+    _, links = pairs.confirm(look, retest)
+    assert links[(1, 2)].confirmed is named, links[(1, 2)].summary
