@@ -25,6 +25,9 @@ GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
 
 # Cluster runs on namespace hosts: smaller transfers and fewer repetitions than a GPU cluster's defaults (the
 # judging does not depend on the size, and two cores run every host); a node not joined in 20 s is named.
+# A pair all-reduce stays at the CPU default of 4 MiB: at 1 MiB it measured latency and load (healthy pairs
+# 0.067 GB/s, a spread of 0.29 between passes, a 100 Mbit node only 0.18x of them), so CI's noise could
+# make its verdict on a slow node unstable; at 4 MiB healthy pairs do 0.275 GB/s, spread 0.029, slow 0.04x.
 LEAN_CLUSTER = """
 [checks.cluster.nodes]
 join_timeout = 20.0
@@ -35,7 +38,7 @@ iters = 6
 [checks.cluster.allreduce]
 warmup = 1
 iters = 6
-pair_bytes = 1048576
+pair_bytes = 4194304
 [checks.cluster.ddp]
 steps = 8
 """

@@ -200,7 +200,11 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     cluster = leader["cluster"]
     assert cluster["failed_nodes"] == ["node-2"] and cluster["stragglers"] == ["node-2"]
     per_node = by_label(leader)["cluster.allreduce:per-node"]
-    assert [r["node"] for r in per_node["rows"] if r["status"] == "fail"] == ["node-2"], "the pair all-reduce too"
+    assert [r["node"] for r in per_node["rows"] if r["status"] == "fail"] == ["node-2"], (
+        "the pair all-reduce too",
+        per_node["summary"],
+        [(r["node"], r["status"], r["summary"]) for r in per_node["rows"]],
+    )
     assert cluster["unconfirmed"] == [] and cluster["links"] == []
     row = next(r for r in by_label(leader)["cluster.links"]["rows"] if r["node"] == "node-2")
     assert row["status"] == "fail" and row["confirmed"] is True and "re-tested against node-" in row["summary"], (
