@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -390,7 +391,22 @@ def _rank_error(returncode: int | None, recorded: str, workdir: Path, rank: int)
         return "timed out in a collective (NCCL's watchdog aborted it)"
     if recorded:
         return f"{recorded} (then {signalled} at exit)" if signalled else recorded
-    return signalled or f"exited with code {returncode}: {_last_line(workdir, rank)}"
+    if signalled:
+        thrown = _thrown(_log(workdir, rank))
+        return f"{signalled}: {thrown}" if thrown else signalled
+    return f"exited with code {returncode}: {_last_line(workdir, rank)}"
+
+
+TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'\s*\n\s*what\(\):\s*(.*)")
+
+
+def _thrown(log: str) -> str:
+    """What a C++ exception nobody caught said before the process aborted (gloo's transport threads, c10d)."""
+    found = TERMINATE.findall(log)
+    if not found:
+        return ""
+    kind, what = found[-1]
+    return f"{kind}: {what.strip()}"[:300]
 
 
 def _last_line(workdir: Path, rank: int) -> str:

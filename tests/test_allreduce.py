@@ -153,6 +153,28 @@ def test_the_nccl_watchdog_message_in_a_rank_log_reads_as_a_timeout(tmp_path) ->
     assert _rank_error(-6, "", tmp_path, 0) == "timed out in a collective (NCCL's watchdog aborted it)"
 
 
+def test_a_crash_says_what_the_library_threw_before_it_aborted(tmp_path: Path) -> None:
+    """A C++ exception no one caught (gloo's transport thread) ends the rank in SIGABRT; the crash says what it
+    was, so a timeout or a lost peer reads as one and a real fault reads as itself."""
+    from gpudoctor.launch import _rank_error
+
+    (tmp_path / "rank0.log").write_text(
+        "[W1124 06:31:16.078441191 socket.cpp:207] [c10d] The hostname of the client socket cannot be retrieved.\n"
+        "terminate called after throwing an instance of 'gloo::IoException'\n"
+        "  what():  [gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.3]:6310\n"
+    )
+    error = _rank_error(-6, "", tmp_path, 0)
+    thrown = "gloo::IoException: [gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.3]:6310"
+    assert error == f"crashed (SIGABRT): {thrown}"
+    ranks = [
+        RankReport(0, -6, None, error, "links", exit_round=1),
+        RankReport(1, -11, None, "crashed (SIGSEGV)", "links"),
+    ]
+    assert judge_ranks(ranks, 1.0).message == "rank 1 crashed (SIGSEGV) during 'links'", "a lost peer is a consequence"
+    (tmp_path / "rank1.log").write_text("x" * 5000 + "\n")
+    assert _rank_error(-6, "", tmp_path, 1) == "crashed (SIGABRT)", "nothing thrown: the signal alone"
+
+
 PEER_RESET = "raised RuntimeError: [pair.cc:545] Read error [127.0.0.1]:7062: Connection reset by peer."
 
 
