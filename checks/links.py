@@ -93,13 +93,26 @@ def _probe(ctx: RankContext, rounds: list[list[pairs.Pair]], me: int, at: dict[i
             if me in (a, b):
                 _exchange(ctx, (a, b), me, at, probe, ack, 1, 2, found, {})
     everyone: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(everyone, {f"{s}-{d}": v for (s, d), v in found.items()})
-    speeds = {tuple(map(int, k.split("-"))): max(v) for mine in everyone for k, v in mine.items()}
-    blocks = (pairs.PASSES * len(rounds) + pairs.RETEST_PASSES * RETEST_ROUNDS_BUDGETED) * 2
-    block_s = (ctx.deadline - time.time()) * BUDGET_SHARE / blocks
-    reps = p["warmup"] + p["iters"]
+    mine = {"left_s": ctx.deadline - time.time(), "speeds": {f"{s}-{d}": v for (s, d), v in found.items()}}
+    dist.all_gather_object(everyone, mine)
+    return plan_sizes(everyone, rounds, p["warmup"] + p["iters"], p["bytes"])
+
+
+def budget_blocks(rounds: list[list[pairs.Pair]]) -> int:
+    """The transfers one pair makes in an attempt's budget: each pass of each round, and a re-test's, both ways."""
+    return (pairs.PASSES * len(rounds) + pairs.RETEST_PASSES * RETEST_ROUNDS_BUDGETED) * 2
+
+
+def plan_sizes(
+    everyone: list[dict[str, Any]], rounds: list[list[pairs.Pair]], reps: int, largest: int
+) -> dict[pairs.Pair, int]:
+    """Each pair's transfer size from what every rank gathered (its probe speeds and its time left): the same
+    on every rank, as both ends of a pair must send and receive the same bytes, so the time left is the least
+    any rank had, not this rank's own clock."""
+    speeds = {tuple(map(int, k.split("-"))): max(v) for rank in everyone for k, v in rank["speeds"].items()}
+    block_s = min(rank["left_s"] for rank in everyone) * BUDGET_SHARE / budget_blocks(rounds)
     return {
-        (min(a, b), max(a, b)): transfer_size(min(speeds[(a, b)], speeds[(b, a)]), block_s, reps, p["bytes"])
+        (min(a, b), max(a, b)): transfer_size(min(speeds[(a, b)], speeds[(b, a)]), block_s, reps, largest)
         for round_pairs in rounds
         for a, b in round_pairs
     }

@@ -282,3 +282,21 @@ def test_a_quiet_reference_round_does_not_confirm_a_loaded_link(slow: float, nam
         t["passes"] = [p * factor for p in t["passes"]]
     _, links = pairs.confirm(look, retest)
     assert links[(1, 2)].confirmed is named, links[(1, 2)].summary
+
+
+def test_both_ends_of_a_pair_plan_the_same_transfer_size() -> None:
+    """Seen in CI: each rank sized a slow pair's transfer from its own clock after the probe, so the two ends
+    of node-0 <-> node-3 planned 3,297,280 and 3,293,184 bytes and gloo aborted the rank ("Received data size
+    doesn't match expected size"). Every rank now plans from what all of them gathered: the least time left."""
+    from gpudoctor.checks import links
+
+    rounds = [[(0, 1)], [(1, 0)]]
+    speeds = {"0-1": [0.0105, 0.0103], "1-0": [0.0101]}
+    gathered = [{"left_s": 100.11, "speeds": speeds}, {"left_s": 100.06, "speeds": {}}]
+    own_clock = {
+        links.transfer_size(0.0101, left * links.BUDGET_SHARE / links.budget_blocks(rounds), 7, 4 << 20)
+        for left in (100.11, 100.06)
+    }
+    assert len(own_clock) == 2, "the old way: two sizes for one pair"
+    planned = links.plan_sizes(gathered, rounds, 7, 4 << 20)
+    assert planned == {(0, 1): links.transfer_size(0.0101, 100.06 * 0.5 / links.budget_blocks(rounds), 7, 4 << 20)}
