@@ -386,15 +386,16 @@ def _rank_error(returncode: int | None, recorded: str, workdir: Path, rank: int)
     crash on its own."""
     if not returncode:
         return ""
-    signalled = f"crashed ({signal.Signals(-returncode).name})" if returncode < 0 else ""
-    if signalled and NCCL_WATCHDOG_TIMEOUT in _log(workdir, rank):
+    if returncode > 0:
+        return recorded or f"exited with code {returncode}: {_last_line(workdir, rank)}"
+    signalled = f"crashed ({signal.Signals(-returncode).name})"
+    log = _log(workdir, rank)
+    if NCCL_WATCHDOG_TIMEOUT in log:
         return "timed out in a collective (NCCL's watchdog aborted it)"
     if recorded:
-        return f"{recorded} (then {signalled} at exit)" if signalled else recorded
-    if signalled:
-        thrown = _thrown(_log(workdir, rank))
-        return f"{signalled}: {thrown}" if thrown else signalled
-    return f"exited with code {returncode}: {_last_line(workdir, rank)}"
+        return f"{recorded} (then {signalled} at exit)"
+    thrown = _thrown(log)
+    return f"{signalled}: {thrown}" if thrown else signalled
 
 
 TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'\s*\n\s*what\(\):\s*(.*)")

@@ -130,6 +130,54 @@ def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(tmp_path: Path, cont
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "page.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda c: c.pop("nodes"), "cluster.nodes is not a list"),
+        (lambda c: c["nodes"][0].pop("name"), "cluster.nodes holds a node without a name"),
+        (lambda c: c["failed_nodes"].append(7), "cluster.failed_nodes holds something that is not a node name"),
+        (lambda c: c.update(findings=["cluster.links"]), "cluster.findings holds something that is not a finding"),
+        (lambda c: c["nodes"][1].update(verdict="fail"), "node node0001's verdict is not a verdict"),
+    ],
+    ids=["no-nodes", "nameless-node", "failed-not-name", "finding-not-object", "verdict-not-object"],
+)
+def test_a_damaged_cluster_report_is_one_line_in_every_format(
+    tmp_path: Path, cluster_doc: dict[str, Any], damage: Any, said: str
+) -> None:
+    """An edited or truncated rank-0 report: every format, and the HTML page, say what is wrong in one line
+    (exit 2, Nagios' UNKNOWN 3; no page written); never a traceback."""
+    document = json.loads(json.dumps(cluster_doc))
+    damage(document["cluster"])
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(document))
+    for fmt in ("console", "json", "nagios", "npd"):
+        proc = gpudoctor("report", str(path), "--format", fmt, "--html", str(tmp_path / "page.html"))
+        unknown = 3 if fmt == "nagios" else 2  # a Nagios plugin that cannot tell says UNKNOWN
+        assert proc.returncode == unknown and "Traceback" not in proc.stderr, (fmt, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and said in proc.stderr, (fmt, proc.stderr)
+        assert not (tmp_path / "page.html").exists()
+
+
+def test_a_schema_2_cluster_report_renders(tmp_path: Path, cluster_doc: dict[str, Any]) -> None:
+    """Schema 2 (before verdicts): no unconfirmed nodes, links, findings, or a verdict per node. Read as this
+    schema: the lists empty, and each node's verdict from the failed nodes and stragglers it named."""
+    document = json.loads(json.dumps(cluster_doc))
+    document["schema_version"] = 2
+    for key in ("unconfirmed", "links", "findings"):
+        del document["cluster"][key]
+    for node in document["cluster"]["nodes"]:
+        del node["verdict"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(document))
+    report = probe.load(str(path))
+    verdicts = {n["name"]: n["verdict"]["status"] for n in report.document["cluster"]["nodes"]}
+    assert {n for n, v in verdicts.items() if v == "fail"} == set(document["cluster"]["failed_nodes"])
+    for fmt in ("console", "html", "nagios", "npd", "prometheus", "json"):
+        assert probe.render(report, fmt)
+    proc = gpudoctor("report", str(path), "--html", str(tmp_path / "page.html"))
+    assert "Traceback" not in proc.stderr and (tmp_path / "page.html").exists(), proc.stderr
+
+
 # --- in a real browser -------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:

@@ -187,14 +187,62 @@ def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
     missing = [key for key in REQUIRED if key not in document]
     if missing:
         raise ReportError(f"{path} is not a whole gpudoctor report: no {', '.join(missing)}")
+    cluster = document.get("cluster")
+    problem = _cluster_problem(cluster) if cluster is not None else ""
+    if problem:
+        raise ReportError(f"{path} is not a whole cluster report: {problem}")
     try:
         results = [vetted(result_from_dict(c))[0] for c in document["checks"]]
         document["checks"] = [r.to_dict() for r in results]
-        for node in (document.get("cluster") or {}).get("nodes", []):
-            node["checks"] = [vetted(result_from_dict(c))[0].to_dict() for c in node.get("checks") or []]
+        for node in cluster["nodes"] if cluster else []:
+            node["checks"] = [vetted(result_from_dict(c))[0].to_dict() for c in node["checks"]]
     except (NotAResult, TypeError, KeyError, ValueError, AttributeError) as exc:
         raise ReportError(f"{path}: a check in it cannot be read: {exc}") from None
+    if cluster:
+        cluster["checks"] = document["checks"]  # as build_cluster writes it
     return document, results
+
+
+NAME_LISTS = ("failed_nodes", "stragglers", "unconfirmed", "links")  # unconfirmed and links: schema 3 on
+
+
+def _cluster_problem(cluster: Any) -> str:
+    """What is wrong with a saved report's cluster part, as far as the renderers and drain read it; a part of
+    schema 2 (no unconfirmed nodes, links, findings or verdicts) is filled in as this schema writes it."""
+    if not isinstance(cluster, dict):
+        return "its cluster part is not an object"
+    if not isinstance(cluster.get("nodes"), list):
+        return "cluster.nodes is not a list"
+    for key in (*NAME_LISTS, "findings"):
+        if not isinstance(cluster.setdefault(key, []), list):
+            return f"cluster.{key} is not a list"
+    odd = next((key for key in NAME_LISTS if not all(isinstance(name, str) for name in cluster[key])), None)
+    if odd:
+        return f"cluster.{odd} holds something that is not a node name"
+    if not all(isinstance(f, dict) and isinstance(f.get("check_id"), str) for f in cluster["findings"]):
+        return "cluster.findings holds something that is not a finding"
+    for finding in cluster["findings"]:
+        for key in ("node", "peer", "confirmed", "figure"):
+            finding.setdefault(key, None)
+    return next(filter(None, (_node_problem(node, cluster) for node in cluster["nodes"])), "")
+
+
+def _node_problem(node: Any, cluster: dict[str, Any]) -> str:
+    if not isinstance(node, dict) or not isinstance(node.get("name"), str):
+        return "cluster.nodes holds a node without a name"
+    node.setdefault("lost", None)
+    if not isinstance(node.setdefault("checks", []), list):
+        return f"node {node['name']}'s checks are not a list"
+    verdict = node.setdefault("verdict", _schema_2_verdict(node["name"], cluster))
+    if not isinstance(verdict, dict) or verdict.get("status") not in ("pass", "warn", "fail"):
+        return f"node {node['name']}'s verdict is not a verdict"
+    return ""
+
+
+def _schema_2_verdict(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 node's verdict from what that report named: drained, straggling or neither."""
+    status = "fail" if name in cluster["failed_nodes"] else "warn" if name in cluster["stragglers"] else "pass"
+    return {"status": status, "findings": []}
 
 
 def dumps(document: dict[str, Any]) -> str:
