@@ -56,6 +56,19 @@ class Outcome:
     progress: dict[str, str] = field(default_factory=dict)
 
 
+# `python -m` puts the current directory first on sys.path, so a gpudoctor source tree (or any `gpudoctor/` folder)
+# there would shadow the installed package in every child. The children start with it taken off instead.
+_RUN_MODULE = (
+    "import runpy, sys; del sys.path[0]; sys.argv[:] = sys.argv[1:]; "
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """The command that runs `python -m module args` in this interpreter, whatever the current directory holds."""
+    return [sys.executable, "-c", _RUN_MODULE, module, *args]
+
+
 def run_isolated(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Call `module:function(payload)` (see `load_target`) in a new process session; kill the whole tree on
     timeout. The payload and the function's return value travel as JSON."""
@@ -76,7 +89,7 @@ def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, 
     with open(workdir / "stderr", "wb") as stderr:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gpudoctor.isolate", str(spec_path)],
+                python_module("gpudoctor.isolate", str(spec_path)),
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
                 stderr=stderr,

@@ -27,6 +27,7 @@ from gpudoctor.isolate import (
     die_with_parent,
     load_target,
     progress,
+    python_module,
     read_progress,
     record_call,
     run_isolated,
@@ -330,7 +331,7 @@ def _start_rank(
     env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(local_rank)}
     with open(workdir / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "gpudoctor.launch", str(spec_path)],
+            python_module("gpudoctor.launch", str(spec_path)),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

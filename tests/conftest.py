@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -97,6 +98,26 @@ def no_leftovers():
     assert not left, f"processes left behind: {left}"
 
 
+# Tests that must run alone, whatever pytest-xdist's scheduler does with its groups (pytest 9.2 with xdist 3.8
+# ignores `xdist_group`, pytest-xdist issue 1386): namespace hosts share two cores, and GPU timings want the GPU.
+ONE_AT_A_TIME = ("hosts", "gpu")
+
+
+@pytest.fixture(autouse=True)
+def one_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Holds a lock shared by every xdist worker of this run while a `hosts` or `gpu` test runs; autouse, so
+    it is taken before the test's own fixtures make hosts."""
+    names = [name for name in ONE_AT_A_TIME if request.node.get_closest_marker(name)]
+    if not names:
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(shared / f"gpudoctor-{names[0]}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite tests the gloo paths on the CPU, as CI runs them; on a machine with a GPU, torch (and every
@@ -107,9 +128,13 @@ def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """GPU-marked tests run wherever torch sees a CUDA GPU and are skipped, saying so, everywhere else."""
+    """A test that drives the browser is marked `browser`. GPU-marked tests run wherever torch sees a CUDA GPU
+    and are skipped, saying so, everywhere else."""
     import torch
 
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none here); run on a GPU machine, see docs/VALIDATION.md")

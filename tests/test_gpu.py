@@ -13,7 +13,7 @@ from gpudoctor.checks import bandwidth, compute, memtest, p2p
 from gpudoctor import expect
 from gpudoctor.launch import Fault, launch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("gpu")]  # one test at a time on the GPU: timings
+pytestmark = pytest.mark.gpu  # one test at a time on the GPU: timings
 
 
 def test_standard_level_runs_every_workload_on_the_gpus() -> None:

@@ -219,3 +219,18 @@ def test_every_child_dies_with_a_killed_gpudoctor(site: Path, tmp_path: Path, ar
     proc.kill()
     proc.wait()
     assert gone_within(kids, 5) == []
+
+
+def test_workers_start_the_same_from_a_folder_that_holds_a_gpudoctor_package(tmp_path: Path) -> None:
+    """Run from a checkout's root (where the README leaves you), `python -m` would put the source tree's
+    `gpudoctor/` ahead of the installed package in every child: the torch gateway, isolated workloads and
+    ranks. None of them may import from the current directory."""
+    planted = tmp_path / "gpudoctor"
+    planted.mkdir()
+    marker = tmp_path / "imported"
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('shadowed')\n")
+    only = ["--only", "torch.import", "allreduce.bandwidth"]
+    proc = gpudoctor("check", "--level", "standard", *only, "--json", cwd=tmp_path)
+    statuses = {c["check_id"]: c["status"] for c in json.loads(proc.stdout)["checks"]}
+    assert statuses == {"torch.import": "pass", "allreduce.bandwidth": "pass"}, proc.stdout
+    assert not marker.exists()

@@ -16,8 +16,10 @@ from typing import Any
 
 
 def start() -> subprocess.Popen[str]:
+    from gpudoctor.isolate import python_module
+
     return subprocess.Popen(
-        [sys.executable, "-m", "gpudoctor.facts.torchinfo"],
+        python_module("gpudoctor.facts.torchinfo"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -163,33 +165,83 @@ def _nccl(torch: Any) -> dict[str, Any]:
 
 
 def _torchvision() -> dict[str, Any]:
-    """Version and whether its compiled ops load against this torch, without importing all of torchvision.
+    """What the installed torchvision says of itself and whether its compiled ops load against this torch,
+    without importing all of torchvision: the torch release it declares it needs (its Requires-Dist), the
+    CUDA it was built with (`torchvision::_cuda_version`, -1 for a CPU build), and one `nms` on the CPU and,
+    where CUDA works, on the GPU.
 
     Loading the extension library is what `import torchvision` does first and where a torchvision built
     for another torch fails ("operator torchvision::nms does not exist"); the rest of its import is slow.
     """
-    import glob
     import importlib.metadata
     import importlib.util
-    import os
-
-    import torch
 
     spec = importlib.util.find_spec("torchvision")
     if spec is None or spec.origin is None:
         return {"installed": False, "version": None, "ops_ok": False, "error": "torchvision is not installed"}
-    info = {"installed": True, "version": importlib.metadata.version("torchvision"), "ops_ok": False, "error": None}
-    libraries = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "_C*.so")))
+    info: dict[str, Any] = {
+        "installed": True,
+        "version": importlib.metadata.version("torchvision"),
+        "requires_torch": _declared_torch(importlib.metadata.requires("torchvision") or []),
+        "cuda": None,
+        "ops_ok": False,
+        "cuda_ops_ok": None,
+        "error": None,
+    }
+    info.update(_torchvision_ops(spec.origin))
+    return info
+
+
+def _declared_torch(requirements: list[str]) -> str | None:
+    """The version specifier a distribution's Requires-Dist gives torch (">=2.14.0", "==2.5.1"), "" for a bare
+    `torch`, None when it does not name torch."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requirements:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() == "torch" and (requirement.marker is None or requirement.marker.evaluate()):
+            return str(requirement.specifier)
+    return None
+
+
+def _torchvision_ops(origin: str) -> dict[str, Any]:
+    import glob
+    import os
+
+    import torch
+
+    libraries = sorted(glob.glob(os.path.join(os.path.dirname(origin), "_C*.so")))
+    found: dict[str, Any] = {}
     try:
         if not libraries:
             raise FileNotFoundError("torchvision has no compiled extension (_C*.so)")
         torch.ops.load_library(libraries[0])
+        found["cuda"] = _cuda_text(int(torch.ops.torchvision._cuda_version()))
         boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
         torch.ops.torchvision.nms(boxes, torch.tensor([1.0, 0.5]), 0.5)
-        info["ops_ok"] = True
+        found["ops_ok"] = True
     except Exception as exc:
-        info["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
-    return info
+        found["error"] = _first_line(exc)
+        return found
+    if torch.cuda.is_available():
+        try:
+            torch.ops.torchvision.nms(boxes.cuda(), torch.tensor([1.0, 0.5]).cuda(), 0.5)
+            found["cuda_ops_ok"] = True
+        except Exception as exc:
+            found["cuda_ops_ok"], found["cuda_error"] = False, _first_line(exc)
+    return found
+
+
+def _cuda_text(version: int) -> str | None:
+    """torchvision's CUDA version (12040 -> "12.4"); None for a CPU build (-1)."""
+    return None if version <= 0 else f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
 if __name__ == "__main__":
