@@ -113,6 +113,10 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
             f"kernel module {loaded}, library {library}: {summary}",
             remediation=remediation,
         )
+    if loaded and not library:
+        mismatch = nvml.get("status") == "version-mismatch"
+        why = "NVML reports a driver/library version mismatch" if mismatch else "the library version is unknown"
+        return Result(Status.SKIP, f"kernel module {loaded}; {why} (see driver.nvml)")
     if not loaded and nvml.get("status") != "ok":
         return Result(Status.SKIP, "no NVIDIA kernel module to compare")
     if not loaded:

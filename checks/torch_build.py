@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.api import (
@@ -13,6 +14,7 @@ from gpudoctor.api import (
     Result,
     Status,
     check,
+    compat,
     cuda_table,
     cuda_version_text,
     from_rows,
@@ -406,38 +408,56 @@ def judge_nccl(torch: dict[str, Any]) -> Result:
     )
 
 
-def expected_torchvision(torch_version: str) -> str | None:
-    """torchvision 0.(N+15) pairs with torch 2.N (torchvision's compatibility table)."""
-    try:
-        release = Version(torch_version).release
-    except InvalidVersion:
-        return None
-    return f"0.{release[1] + 15}" if release[0] == 2 else None
-
-
 def judge_torchvision(torch: dict[str, Any]) -> Result:
+    """torchvision against this torch, asking the installed stack first: the torch release torchvision's own
+    metadata declares, its compiled ops loading (on the CPU, and on a GPU where CUDA works), its build variant
+    against torch's; the release pairing of PyTorch's table only where torchvision declares nothing."""
     info = torch.get("torchvision") or {}
-    want = expected_torchvision(torch.get("version", ""))
-    command = f"pip install --force-reinstall 'torchvision=={want}.*'" if want else "pip install torchvision"
-    if torch.get("cuda"):
-        command += f" --index-url {WHEEL_INDEX}/cu{torch['cuda'].replace('.', '')}"
-    fix = Remediation(f"torchvision must be the release built for torch {torch.get('version')}.", [command])
+    have, torch_version = info.get("version"), str(torch.get("version", ""))
+    wanted = compat.paired_torchvision(torch_version)
+    fix = Remediation(
+        f"torchvision must be a release built for torch {torch_version}; this keeps torch as it is.",
+        [compat.same_build_command(torch, wanted)],
+    )
     if not info.get("installed"):
         return Result(Status.FAIL, "torchvision is not installed", remediation=fix)
-    have = Version(info["version"]).base_version
-    if want and not have.startswith(want + "."):
-        return Result(
-            Status.FAIL,
-            f"torchvision {info['version']} is not built for torch {torch.get('version')} (wants {want}.x)",
-            remediation=fix,
-        )
+    problem = _torchvision_problem(torch, info, wanted)
+    if problem:
+        return Result(Status.FAIL, problem, remediation=fix)
+    declared = info.get("requires_torch")
+    said = f" (declares torch{declared})" if declared else ""
+    where = " on the CPU and the GPU" if info.get("cuda_ops_ok") else ""
+    summary = f"torchvision {have}{said}, compiled ops load{where}{compat.tables_note(torch_version)}"
+    return Result(Status.PASS, summary, metrics=[Metric("torchvision_version", have)])
+
+
+def _torchvision_problem(torch: dict[str, Any], info: dict[str, Any], wanted: str | None) -> str | None:
+    """What makes this torchvision unusable with this torch, in the order a user meets it; None if nothing."""
+    have, torch_version = info["version"], str(torch.get("version", ""))
+    declared = info.get("requires_torch")
+    if declared is not None and not _satisfies(torch_version, declared):
+        return f"torchvision {have} declares torch{declared}; this torch is {torch_version}"
+    if declared is None and wanted and compat.release_of(have).split(".")[:2] != wanted.split(".")[:2]:
+        return f"torchvision {have} is not built for torch {torch_version} (PyTorch pairs it with {wanted})"
     if not info.get("ops_ok"):
-        return Result(
-            Status.FAIL,
-            f"torchvision's compiled ops do not load: {info.get('error')}",
-            remediation=fix,
-        )
-    return Result(Status.PASS, f"torchvision {info['version']}, compiled ops load")
+        return f"torchvision {have}'s compiled ops do not load: {info.get('error')}"
+    if torch.get("cuda") and "cuda" in info:
+        variant = info.get("cuda")
+        if variant is None:
+            return f"torchvision {have} is a CPU build beside torch's CUDA {torch['cuda']}: its GPU ops are missing"
+        if variant.split(".")[0] != torch["cuda"].split(".")[0]:
+            return f"torchvision {have} is built for CUDA {variant}, torch for CUDA {torch['cuda']}"
+    if info.get("cuda_ops_ok") is False:
+        return f"torchvision {have}'s GPU ops fail: {info.get('cuda_error')}"
+    return None
+
+
+def _satisfies(torch_version: str, declared: str) -> bool:
+    """Whether this torch meets a declared specifier (a local tag such as +cu130 is ignored, as pip does)."""
+    try:
+        return SpecifierSet(declared).contains(compat.release_of(torch_version), prereleases=True)
+    except InvalidSpecifier:
+        return True
 
 
 def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:

@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-from gpudoctor import compare, expect, measure
+from gpudoctor import compare, compat, expect, measure
 from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
@@ -46,6 +46,7 @@ __all__ = [
     "Status",
     "check",
     "compare",
+    "compat",
     "cuda_table",
     "cuda_version_text",
     "expect",

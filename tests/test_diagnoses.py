@@ -285,3 +285,53 @@ def test_gpus_without_bf16_train_fp16_with_loss_scaling() -> None:
     v100 = usable_gpus(load_snapshot("v100-sxm-8x"))
     figure = ddp.reference_figure(v100, p, 8)
     assert figure.value == pytest.approx(8322 / 8) and "V100 SXM2 16GB" in figure.source
+
+
+def torch_with_vision(version: str = "2.15.0+cu132", cuda: str | None = "13.2", **vision: object) -> dict:
+    """torch facts as the torch gateway writes them, with a torchvision that is fine unless told otherwise
+    (`vision_version` and `vision_cuda` are torchvision's own)."""
+    seen = {"installed": True, "version": vision.pop("vision_version", "0.29.2"), "requires_torch": ">=2.14.0"}
+    seen |= {"ops_ok": True, "error": None, "cuda": vision.pop("vision_cuda", cuda), "cuda_ops_ok": None}
+    return {"version": version, "cuda": cuda, "torchvision": {**seen, **vision}}
+
+
+def test_torchvision_is_judged_by_what_it_declares_not_by_a_formula() -> None:
+    """torch 2.15.0 with torchvision 0.29.2 (declares torch>=2.14.0, ops load): what the registry served on
+    2026-11-24, once a false FAIL wanting a torchvision 0.30 that did not exist."""
+    result = torch_build.judge_torchvision(torch_with_vision())
+    assert result.status.value == "pass", result.summary
+    assert "declares torch>=2.14.0" in result.summary
+    newer = torch_build.judge_torchvision(torch_with_vision("2.99.0+cu132"))
+    assert newer.status.value == "pass" and "newer than gpudoctor's tables" in newer.summary
+
+
+@pytest.mark.parametrize(
+    "torch_facts,said",
+    [
+        (torch_with_vision("2.6.0+cu124", "12.4", requires_torch="==2.5.1", vision_version="0.20.1"), "torch==2.5.1"),
+        (torch_with_vision(vision_cuda=None), "CPU build beside torch's CUDA 13.2"),
+        (torch_with_vision(vision_cuda="12.8"), "built for CUDA 12.8, torch for CUDA 13.2"),
+        (torch_with_vision(ops_ok=False, error="RuntimeError: operator torchvision::nms does not exist"), "nms"),
+        (torch_with_vision(cuda_ops_ok=False, cuda_error="NotImplementedError: no CUDA kernel"), "GPU ops fail"),
+    ],
+)
+def test_a_torchvision_that_does_not_fit_fails_with_a_fix_that_keeps_torch(torch_facts: dict, said: str) -> None:
+    result = torch_build.judge_torchvision(torch_facts)
+    assert result.status.value == "fail" and said in result.summary, result.summary
+    command = result.remediation.commands[0]
+    release, _, tag = torch_facts["version"].partition("+")
+    assert command.startswith(f"pip install torch=={release} ") and "--force-reinstall" not in command
+    assert "torchvision" in command
+    assert command.endswith(f"--index-url https://download.pytorch.org/whl/{tag}")
+
+
+def test_a_kernel_module_is_never_said_to_match_a_library_whose_version_is_unknown() -> None:
+    """NVML failing with a version mismatch: the library's version is unknown and differs; once this passed
+    with "kernel module 530.30.02 matches the library"."""
+    from gpudoctor.checks import driver as driver_checks
+
+    system = {"kernel_modules": ["nvidia"], "nvidia_module_version": "530.30.02"}
+    for status in ("version-mismatch", "error"):
+        result = driver_checks.judge_kernel_module({"status": status}, system)
+        assert result.status.value == "skip" and "matches" not in result.summary, result.summary
+        assert "530.30.02" in result.summary and "see driver.nvml" in result.summary

@@ -1,0 +1,115 @@
+"""Which torch releases exist and what pairs with each: the compatibility knowledge the torch-build judges and
+their fixes share, read from gpudoctor/data/torch.toml (PyTorch's releases and their torchvision). Pure: no
+torch, no NVML; the table cites its sources and says the newest release it knows.
+
+What the installed stack says outranks these tables (the judges ask it first); the tables answer what cannot
+be asked: which builds exist, which driver each needs, and what to install instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from gpudoctor.hardware import load_data
+
+WHEEL_INDEX = "https://download.pytorch.org/whl"
+FIND_LINKS = f"{WHEEL_INDEX}/torch_stable.html"
+
+
+def torch_table() -> dict[str, Any]:
+    return load_data("torch.toml")
+
+
+def version(text: str | None) -> Version | None:
+    try:
+        return Version(str(text)) if text else None
+    except InvalidVersion:
+        return None
+
+
+def release_of(text: str | None) -> str:
+    """A torch version without its local build tag: "2.14.1+cu130" -> "2.14.1"."""
+    found = version(text)
+    return found.base_version if found else str(text or "").partition("+")[0]
+
+
+def older(found: str | None, minimum: str | None) -> bool:
+    """Whether version `found` is below `minimum`; unknown either way is not older."""
+    a, b = version(found), version(minimum)
+    return bool(a and b and a < b)
+
+
+# --- torch releases -------------------------------------------------------------------------------------------
+def newest_torch() -> str:
+    return torch_table()["newest_torch"]
+
+
+def newer_than_tables(torch_version: str | None) -> bool:
+    """A torch release after the newest the tables know: judged by the rules, with a note, never failed."""
+    return older(newest_torch(), release_of(torch_version))
+
+
+def tables_note(torch_version: str | None) -> str:
+    if not newer_than_tables(torch_version):
+        return ""
+    return f"; torch {release_of(torch_version)} is newer than gpudoctor's tables (torch {newest_torch()})"
+
+
+def release(torch_version: str | None) -> dict[str, Any] | None:
+    """The table's row for this release: its own, else its series' (a row whose `torch` is "2.13")."""
+    wanted = release_of(torch_version)
+    series = ".".join(wanted.split(".")[:2])
+    rows = torch_table()["release"]
+    exact = next((r for r in rows if r["torch"] == wanted), None)
+    return exact or next((r for r in rows if r["torch"] == series), None)
+
+
+def paired_torchvision(torch_version: str | None) -> str | None:
+    """The torchvision release, or release series ("0.28"), that PyTorch pairs with this torch release."""
+    found = release(torch_version)
+    return found.get("torchvision") if found else None
+
+
+@dataclass(frozen=True)
+class Build:
+    """One installable torch build: a release in one variant (cpu, cuXY), with the torchvision to install
+    beside it and how PyTorch's pages install it ("index" or "find-links")."""
+
+    torch: str
+    tag: str
+    torchvision: str | None
+    install: str
+
+
+def variant_of(torch: dict[str, Any]) -> str:
+    """The build variant of an installed torch: its +tag where it has one, else from the CUDA it reports."""
+    tag = str(torch.get("version", "")).partition("+")[2]
+    if tag:
+        return tag
+    cuda = torch.get("cuda")
+    return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
+
+
+def install_command(chosen: Build) -> str:
+    """One pip command that installs this build with its torchvision, as PyTorch's install pages give it:
+    the variant's index (torch 1.8 on) or the find-links page with local versions (earlier releases)."""
+    vision = f" {_pinned('torchvision', chosen.torchvision)}" if chosen.torchvision else " torchvision"
+    if chosen.install == "find-links":
+        return f"pip install torch=={chosen.torch}+{chosen.tag}{vision} -f {FIND_LINKS}"
+    return f"pip install torch=={chosen.torch}{vision} --index-url {WHEEL_INDEX}/{chosen.tag}"
+
+
+def _pinned(name: str, release_or_series: str) -> str:
+    """`name==0.29.1` for a release, `'name==0.29.*'` (quoted for the shell) for a series."""
+    return f"'{name}=={release_or_series}.*'" if release_or_series.count(".") == 1 else f"{name}=={release_or_series}"
+
+
+def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
+    """Reinstall torchvision beside this torch, keeping torch exactly as it is (its release and variant); with
+    no torchvision named, pip picks the one that declares this torch."""
+    found = release(torch.get("version"))
+    install = found.get("install", "index") if found else "index"
+    return install_command(Build(release_of(torch.get("version")), variant_of(torch), torchvision, install))
