@@ -125,6 +125,14 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
             expected_source=f"CUDA {toolkit} release notes (the toolkit torch {torch.get('version')} was built with)",
         )
     ]
+    forward = compat.cuda_error(torch.get("cuda_init_error"))
+    if forward and forward["code"] in FORWARD_COMPAT_ERRORS:
+        return Result(
+            Status.SKIP,
+            f"CUDA did not initialise (error {forward['code']}: {forward['message']}): the CUDA library loaded is "
+            "not the driver's own, so the driver's version does not say what runs; see torch.cuda-available",
+            metrics=metrics,
+        )
     if not family_min or not driver:
         return Result(Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
     if _older(driver, family_min):
@@ -218,6 +226,11 @@ def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: s
     )
 
 
+# CUDA errors of a user-space driver library other than the kernel driver's (forward-compatibility libraries):
+# 803 cudaErrorSystemDriverMismatch, 804 cudaErrorCompatNotSupportedOnDevice (CUDA Compatibility guide).
+FORWARD_COMPAT_ERRORS = (803, 804)
+
+
 def build_toolkit(torch: dict[str, Any]) -> str:
     """The CUDA toolkit torch was built with: an official wheel's exact update (its +cuXYZ tag), else the
     release torch reports."""
@@ -286,11 +299,10 @@ def _cuda_init_cause(error: str, env: dict[str, str]) -> tuple[str, list[str]]:
         return (f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA.", ["unset CUDA_VISIBLE_DEVICES"])
     if "too old" in text or "insufficient" in text:
         return ("The driver is older than the CUDA release torch was built with.", ["nvidia-smi | head -4"])
-    if "802" in text or "system not yet initialized" in text:
-        return (
-            "Error 802 on NVSwitch systems means the fabric manager is not running.",
-            ["sudo systemctl enable --now nvidia-fabricmanager"],
-        )
+    known = compat.cuda_error(error)
+    if known:
+        why = f"CUDA error {known['code']} ({known['runtime']}): {known['meaning']} Usual cause: {known['cause']}."
+        return (f"{why} {known['fix']}", compat.error_commands(known))
     if "found no nvidia driver" in text:
         return (
             "NVML works but CUDA finds no driver: libcuda.so is missing from this environment "

@@ -8,6 +8,7 @@ be asked: which builds exist, which driver each needs, and what to install inste
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,10 @@ FIND_LINKS = f"{WHEEL_INDEX}/torch_stable.html"
 
 def torch_table() -> dict[str, Any]:
     return load_data("torch.toml")
+
+
+def nvidia_table() -> dict[str, Any]:
+    return load_data("nvidia.toml")
 
 
 def version(text: str | None) -> Version | None:
@@ -113,3 +118,28 @@ def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
     found = release(torch.get("version"))
     install = found.get("install", "index") if found else "index"
     return install_command(Build(release_of(torch.get("version")), variant_of(torch), torchvision, install))
+
+
+# --- CUDA's own errors ----------------------------------------------------------------------------------------
+_ERROR_CODE = re.compile(r"(?:error|code)[ :]*(\d{1,3})\b|\((\d{3})\)", re.IGNORECASE)
+
+
+def cuda_error(text: str | None) -> dict[str, Any] | None:
+    """The CUDA error an error text names (nvidia.toml [[cuda_error]]): by its number ("error 804",
+    "(804)"), its enum name, or the message cudaGetErrorString gives it; None when it names none."""
+    if not text:
+        return None
+    errors = nvidia_table()["cuda_error"]
+    lowered = text.lower()
+    for match in _ERROR_CODE.finditer(text):
+        code = int(match.group(1) or match.group(2))
+        found = next((e for e in errors if e["code"] == code), None)
+        if found:
+            return found
+    names = ("runtime", "driver", "message")
+    return next((e for e in errors if any(e.get(n) and e[n].lower() in lowered for n in names)), None)
+
+
+def error_commands(entry: dict[str, Any]) -> list[str]:
+    """The commands a [[cuda_error]] row's fix names (its `backticked` spans), to paste as they are."""
+    return re.findall(r"`([^`]+)`", entry.get("fix", ""))

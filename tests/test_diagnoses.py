@@ -335,3 +335,30 @@ def test_a_kernel_module_is_never_said_to_match_a_library_whose_version_is_unkno
         result = driver_checks.judge_kernel_module({"status": status}, system)
         assert result.status.value == "skip" and "matches" not in result.summary, result.summary
         assert "530.30.02" in result.summary and "see driver.nvml" in result.summary
+
+
+@pytest.mark.parametrize(
+    "error,code,command",
+    [
+        (
+            "Error 804: forward compatibility was attempted on non supported HW (Triggered internally at "
+            "/pytorch/c10/cuda/CUDAFunctions.cpp:109.)",
+            804,
+            None,
+        ),
+        ("CUDA error: system has unsupported display driver / cuda driver combination", 803, None),
+        ("CUDA error 802: system not yet initialized", 802, "sudo systemctl enable --now nvidia-fabricmanager"),
+        ("CUDA unknown error - this may be due to an incorrectly set up environment", 999, "sudo modprobe nvidia-uvm"),
+    ],
+)
+def test_cuda_init_errors_are_read_against_nvidias_list(error: str, code: int, command: str | None) -> None:
+    """Every CUDA error torch can surface at init, by its number, enum or message (CUDA's driver_types.h and
+    the CUDA Compatibility guide, in data/nvidia.toml), with its cause and the commands its fix names."""
+    node = copy.deepcopy(H100)
+    node["torch"].update(cuda_available=False, cuda_init_error=error, device_count=0, devices=[])
+    result = torch_build.judge_cuda_available(node["torch"], node["nvml"], {})
+    assert result.status.value == "fail" and f"CUDA error {code}" in result.remediation.why, result.remediation.why
+    assert command is None or command in result.remediation.commands
+    driver_verdict = torch_build.judge_cuda_driver(node["torch"], node["nvml"])
+    if code in (803, 804):  # forward-compatibility libraries: the driver's version says nothing of what runs
+        assert driver_verdict.status.value == "skip" and "minor-version" not in driver_verdict.summary
