@@ -197,14 +197,17 @@ def judge_driver_for_wheels(nvml: dict[str, Any]) -> Result:
             metrics=metrics,
             remediation=Remediation("Upgrade the driver for full CUDA support.", [upgrade]),
         )
+    runs = compat.newest_cuda_run(driver)
     return Result(
-        Status.FAIL,
+        Status.WARN,
         f"driver {driver} (CUDA {cuda}) is older than every current torch CUDA wheel: the oldest, "
-        f"{oldest['tag']} (CUDA {oldest['cuda']}), needs driver >= {family_min} ({full_min} for full support)",
+        f"{oldest['tag']} (CUDA {oldest['cuda']}), needs driver >= {family_min} ({full_min} for full support); "
+        f"it runs torch builds for CUDA {runs or 'none known'}",
         metrics=metrics,
         remediation=Remediation(
-            f"No current torch wheel runs on this driver: upgrade it (the default {stable['tag']} wheel needs "
-            f">= {toolkit_minimum(stable['build'])}), or pin an old torch release built for CUDA {cuda}.",
+            f"Without torch facts this capture cannot say which torch the node uses: a torch built for CUDA "
+            f"{runs or cuda} runs here. For a current wheel, upgrade the driver (the default {stable['tag']} wheel "
+            f"needs >= {toolkit_minimum(stable['build'])}).",
             [upgrade, "nvidia-smi | head -4"],
         ),
     )

@@ -120,6 +120,20 @@ def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
     return install_command(Build(release_of(torch.get("version")), variant_of(torch), torchvision, install))
 
 
+
+# --- CUDA and the driver --------------------------------------------------------------------------------------
+def newest_cuda_run(driver: str | None) -> str | None:
+    """The newest CUDA a Linux driver runs, from the release notes' minimums: a whole major release ("11.x")
+    where the driver meets that family's minor-version-compatibility minimum, else the newest toolkit whose
+    own minimum it meets ("10.1"); None for a driver older than every toolkit in the table."""
+    table = nvidia_table()
+    toolkits = [t for t, minimum in table["toolkit_minimum_linux"].items() if not older(driver, minimum)]
+    families = [int(m) for m, minimum in table["family_minimum_linux"].items() if not older(driver, minimum)]
+    newest = max(toolkits, key=lambda t: Version(t), default=None)
+    if families and (newest is None or int(newest.split(".")[0]) <= max(families)):
+        return f"{max(families)}.x"
+    return ".".join(newest.split(".")[:2]) if newest else None
+
 # --- CUDA's own errors ----------------------------------------------------------------------------------------
 _ERROR_CODE = re.compile(r"(?:error|code)[ :]*(\d{1,3})\b|\((\d{3})\)", re.IGNORECASE)
 

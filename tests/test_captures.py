@@ -86,7 +86,7 @@ VERDICTS = {
         "driver.gpu-count": "pass",
         "driver.gpu-modes": "warn",  # persistence off
         "driver.processes": "warn",  # Xorg holds 22 MiB
-        "torch.cuda-driver": "fail",  # 515 / CUDA 11.7: older than every current wheel
+        "torch.cuda-driver": "warn",  # 515 / CUDA 11.7: older than every current wheel, runs CUDA 11.x builds
         "health.ecc": "pass",
         "health.row-remap": "pass",
         "health.throttle": "pass",
@@ -130,7 +130,7 @@ VERDICTS = {
         "driver.gpu-count": "pass",
         "driver.gpu-modes": "warn",
         "driver.processes": "pass",
-        "torch.cuda-driver": "fail",  # driver 418 / CUDA 10.1
+        "torch.cuda-driver": "warn",  # driver 418 / CUDA 10.1: runs CUDA 10.1 builds, no current wheel
         "health.throttle": "pass",  # gpu_idle only
         "health.temperature": "pass",
         "health.pcie": "pass",
@@ -151,7 +151,7 @@ VERDICTS = {
         "driver.gpu-count": "pass",
         "driver.gpu-modes": "warn",
         "driver.processes": "warn",  # Xorg and a python process
-        "torch.cuda-driver": "fail",
+        "torch.cuda-driver": "warn",  # 515: runs CUDA 11.x builds, no current wheel
         "health.ecc": "pass",
         "health.retired-pages": "pass",
         "health.throttle": "pass",
@@ -201,12 +201,16 @@ def test_what_a_capture_cannot_hold_skips_saying_so(name: str) -> None:
     assert results["health.nvlink"].summary == "NVLink state: not in this capture"
 
 
-def test_old_driver_fails_naming_the_oldest_wheel_and_its_driver() -> None:
+def test_old_driver_warns_naming_the_oldest_wheel_and_what_it_runs() -> None:
+    """A capture holds no torch facts: a node on an old driver may run an old torch well (a working torch 1.x
+    cu113 on R470 was once failed here), so it warns, saying which CUDA builds the driver runs."""
     result = judge(capture("quadro-p400"))["torch.cuda-driver"]
+    assert result.status == Status.WARN
     assert result.summary == (
         "driver 418.43 (CUDA 10.1) is older than every current torch CUDA wheel: the oldest, cu126 (CUDA 12.6), "
-        "needs driver >= 525.60.13 (560.35.05 for full support)"
+        "needs driver >= 525.60.13 (560.35.05 for full support); it runs torch builds for CUDA 10.1"
     )
+    assert "runs torch builds for CUDA 11.x" in judge(capture("a10g"))["torch.cuda-driver"].summary
     assert result.remediation is not None
     assert result.remediation.commands[0] == "sudo apt install nvidia-driver-580-server"
 
@@ -366,7 +370,7 @@ def test_a_windows_capture_redirected_by_powershell_is_read(tmp_path: Path) -> N
 
 def test_check_from_a_capture_as_a_user_runs_it(tmp_path: Path) -> None:
     path = CAPTURES / "quadro-p400.xml"
-    proc = gpudoctor("check", "--from", str(path), "--json")
+    proc = gpudoctor("check", "--from", str(path), "--json", "--strict")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["host"] == "quadro-p400.xml (nvidia-smi capture)"
@@ -428,7 +432,7 @@ def test_judging_a_capture_imports_neither_torch_nor_pynvml() -> None:
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 0, proc.stdout
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert "torch" not in imported and "pynvml" not in imported
 
