@@ -106,7 +106,9 @@ def _import_fix(error: str) -> Remediation:
     )
 
 
-def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str = "x86_64") -> Result:
+def judge_cuda_driver(
+    torch: dict[str, Any], nvml: dict[str, Any], machine: str = "x86_64", os_release: dict[str, str] | None = None
+) -> Result:
     """The driver against the CUDA release torch was actually built with (an official wheel's toolkit update,
     e.g. 13.0.2 for cu130): below the CUDA family's minimum it cannot run; between that and the build's own
     minimum it runs through minor-version compatibility only."""
@@ -140,7 +142,7 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
             Status.FAIL,
             f"torch is built for CUDA {toolkit}, which needs driver >= {family_min}; this node has {driver}",
             metrics=metrics,
-            remediation=_older_driver_fix(driver, toolkit_min or family_min, nvml, machine),
+            remediation=_older_driver_fix(driver, toolkit_min or family_min, nvml, machine, os_release),
         )
     if toolkit_min and _older(driver, toolkit_min):
         return Result(
@@ -150,13 +152,13 @@ def judge_cuda_driver(torch: dict[str, Any], nvml: dict[str, Any], machine: str 
             metrics=metrics,
             remediation=Remediation(
                 "Upgrade the driver for full CUDA support.",
-                [f"sudo apt install nvidia-driver-{toolkit_min.split('.')[0]}-server"],
+                compat.driver_install(toolkit_min, os_release),
             ),
         )
     return Result(Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
 
 
-def judge_driver_for_wheels(nvml: dict[str, Any]) -> Result:
+def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | None = None) -> Result:
     """Whether any current official torch CUDA wheel (data/cuda.toml) runs on this driver: fully (the driver
     reaches the minimum of the toolkit the wheel is built with), through minor-version compatibility only,
     or not at all (a driver older than the oldest wheel's CUDA family minimum)."""
@@ -188,14 +190,14 @@ def judge_driver_for_wheels(nvml: dict[str, Any]) -> Result:
             metrics=metrics,
         )
     stable = next(w for w in wheels if w["tag"] == stable_wheel())
-    upgrade = f"sudo apt install nvidia-driver-{(toolkit_minimum(stable['build']) or '').split('.')[0]}-server"
+    upgrade = compat.driver_install(toolkit_minimum(stable["build"]) or family_min, os_release)
     if not _older(driver, family_min):
         return Result(
             Status.WARN,
             f"driver {driver} (CUDA {cuda}) runs the current torch wheels ({oldest['tag']}) only through "
             f"minor-version compatibility (full support from {full_min}): no PTX JIT for newer code",
             metrics=metrics,
-            remediation=Remediation("Upgrade the driver for full CUDA support.", [upgrade]),
+            remediation=Remediation("Upgrade the driver for full CUDA support.", upgrade),
         )
     runs = compat.newest_cuda_run(driver)
     return Result(
@@ -208,12 +210,14 @@ def judge_driver_for_wheels(nvml: dict[str, Any]) -> Result:
             f"Without torch facts this capture cannot say which torch the node uses: a torch built for CUDA "
             f"{runs or cuda} runs here. For a current wheel, upgrade the driver (the default {stable['tag']} wheel "
             f"needs >= {toolkit_minimum(stable['build'])}).",
-            [upgrade, "nvidia-smi | head -4"],
+            [*upgrade, "nvidia-smi | head -4"],
         ),
     )
 
 
-def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: str) -> Remediation:
+def _older_driver_fix(
+    driver: str, needed: str, nvml: dict[str, Any], machine: str, os_release: dict[str, str] | None
+) -> Remediation:
     caps = [tuple(g["compute_capability"]) for g in nvml.get("gpus", []) if usable(g) and g.get("compute_capability")]
     tag = wheel_for(caps, machine, driver)
     driver_cuda = cuda_version_text(nvml.get("cuda_driver_version"))
@@ -221,7 +225,7 @@ def _older_driver_fix(driver: str, needed: str, nvml: dict[str, Any], machine: s
         return Remediation(
             f"No official torch wheel runs on driver {driver} (CUDA {driver_cuda}) with these GPUs: upgrade the "
             f"driver to >= {needed}.",
-            [f"sudo apt install nvidia-driver-{needed.split('.')[0]}-server", "nvidia-smi | head -4"],
+            [*compat.driver_install(needed, os_release), "nvidia-smi | head -4"],
         )
     return Remediation(
         f"Upgrade the driver to >= {needed}, or install the torch build this driver runs ({tag}).",
@@ -504,11 +508,12 @@ def torch_imports(ctx: CheckContext) -> Result:
 def cuda_driver(ctx: CheckContext) -> Result:
     """torch.version.cuda against the driver's minimum (minor-version compatibility included); judging a
     capture without torch facts, the driver against every current torch CUDA wheel."""
+    os_release = ctx.system.get("os_release")
     if "torch" not in ctx.gathered:
-        return judge_driver_for_wheels(ctx.nvml)
+        return judge_driver_for_wheels(ctx.nvml, os_release)
     if not ctx.torch.get("importable"):
         return Result(Status.SKIP, "torch does not import; see torch.import")
-    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.machine)
+    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.machine, os_release)
 
 
 @check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))

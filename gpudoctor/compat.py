@@ -1,6 +1,8 @@
-"""Which torch releases exist and what pairs with each: the compatibility knowledge the torch-build judges and
-their fixes share, read from gpudoctor/data/torch.toml (PyTorch's releases and their torchvision). Pure: no
-torch, no NVML; the table cites its sources and says the newest release it knows.
+"""Which torch releases exist, what pairs with each, and what each needs: the compatibility knowledge the
+torch-build judges and their fixes share, read from gpudoctor/data/torch.toml (PyTorch's releases, their
+torchvision and builds) and gpudoctor/data/nvidia.toml (CUDA's minimum drivers, NVIDIA's errors, driver
+branches and the packages distributions name them by). Pure: no torch, no NVML; each table cites its sources
+and says the newest release it knows.
 
 What the installed stack says outranks these tables (the judges ask it first); the tables answer what cannot
 be asked: which builds exist, which driver each needs, and what to install instead.
@@ -64,12 +66,12 @@ def tables_note(torch_version: str | None) -> str:
 
 
 def release(torch_version: str | None) -> dict[str, Any] | None:
-    """The table's row for this release: its own, else its series' (a row whose `torch` is "2.13")."""
+    """The table's row for this release; for a patch release the table lacks, the newest of its series."""
     wanted = release_of(torch_version)
-    series = ".".join(wanted.split(".")[:2])
     rows = torch_table()["release"]
     exact = next((r for r in rows if r["torch"] == wanted), None)
-    return exact or next((r for r in rows if r["torch"] == series), None)
+    series = [r for r in rows if r["torch"].split(".")[:2] == wanted.split(".")[:2]]
+    return exact or max(series, key=lambda r: Version(r["torch"]), default=None)
 
 
 def paired_torchvision(torch_version: str | None) -> str | None:
@@ -99,11 +101,15 @@ def variant_of(torch: dict[str, Any]) -> str:
 
 
 def install_command(chosen: Build) -> str:
-    """One pip command that installs this build with its torchvision, as PyTorch's install pages give it:
-    the variant's index (torch 1.8 on) or the find-links page with local versions (earlier releases)."""
+    """One pip command that installs this build with its torchvision, as PyTorch's previous-versions page
+    gives it: local versions from the find-links page (1.2 to 1.10) or the variant's extra index (1.11 to
+    1.13), the variant's index (2.0 on)."""
+    if chosen.install in ("find-links", "extra-index"):
+        local, page = f"+{chosen.tag}", f"{WHEEL_INDEX}/{chosen.tag}"
+        vision = f" torchvision=={chosen.torchvision}{local}" if chosen.torchvision else " torchvision"
+        where = f"-f {FIND_LINKS}" if chosen.install == "find-links" else f"--extra-index-url {page}"
+        return f"pip install torch=={chosen.torch}{local}{vision} {where}"
     vision = f" {_pinned('torchvision', chosen.torchvision)}" if chosen.torchvision else " torchvision"
-    if chosen.install == "find-links":
-        return f"pip install torch=={chosen.torch}+{chosen.tag}{vision} -f {FIND_LINKS}"
     return f"pip install torch=={chosen.torch}{vision} --index-url {WHEEL_INDEX}/{chosen.tag}"
 
 
@@ -133,6 +139,68 @@ def newest_cuda_run(driver: str | None) -> str | None:
     if families and (newest is None or int(newest.split(".")[0]) <= max(families)):
         return f"{max(families)}.x"
     return ".".join(newest.split(".")[:2]) if newest else None
+
+
+def driver_branch(minimum: str) -> int | None:
+    """The lowest NVIDIA driver branch whose releases reach this minimum (nvidia.toml [[driver_branch]])."""
+    major = int(minimum.split(".")[0])
+    for entry in sorted(nvidia_table()["driver_branch"], key=lambda b: b["branch"]):
+        latest = entry.get("latest_linux")
+        if entry["branch"] >= major and (latest is None or not older(latest, minimum)):
+            return entry["branch"]
+    return None
+
+
+RHEL_LIKE = ("rhel", "centos", "rocky", "almalinux", "ol", "fedora")
+OPEN_MODULES_FROM = 515  # NVIDIA's open kernel modules first shipped with R515; older branches are DKMS streams
+
+
+def driver_install(minimum: str, os_release: dict[str, str] | None, platform: str = "linux_x86_64") -> list[str]:
+    """Commands that install a driver of at least `minimum` with the package names this node's distribution
+    uses (nvidia.toml [distro_packages]): the lowest branch that reaches it, where the distribution ships one."""
+    packages = nvidia_table()["distro_packages"]
+    if platform == "windows":
+        return [f"start {packages['windows']['download']}"]
+    branch = driver_branch(minimum) or int(minimum.split(".")[0])
+    release = os_release or {}
+    family = {release.get("id", "")} | set(release.get("id_like", "").split())
+    if "ubuntu" in family:
+        return _ubuntu_driver(packages["ubuntu"], release.get("version_codename", ""), branch, minimum)
+    if "debian" in family:
+        return _debian_driver(packages, release.get("version_id", ""), branch, platform)
+    if family & set(RHEL_LIKE):
+        major = release.get("version_id", "").split(".")[0]
+        if major == "10":
+            return ["sudo dnf install -y nvidia-open"]
+        if branch < OPEN_MODULES_FROM:
+            return [f"sudo dnf module install -y nvidia-driver:{branch}-dkms"]
+        return [f"sudo dnf module enable -y nvidia-driver:{branch}-open", "sudo dnf install -y nvidia-open"]
+    if family & {"sles", "suse", "opensuse"}:
+        return [f"sudo zypper install {packages['suse']['open_kmp_cuda']} nvidia-compute-utils-G06"]
+    return [f"nvidia-smi | head -4  # then install NVIDIA driver R{branch} or newer (>= {minimum})"]
+
+
+def _ubuntu_driver(ubuntu: dict[str, Any], codename: str, branch: int, minimum: str) -> list[str]:
+    """Ubuntu ships -server packages only for its production branches, per release."""
+    served = sorted(b for b in ubuntu.get(f"{codename}_server", []) if b >= branch)
+    if served:
+        return [f"sudo apt install nvidia-driver-{served[0]}-server"]
+    return [ubuntu["list"], f"sudo apt install nvidia-driver-{branch}  # R{branch} or newer: >= {minimum}"]
+
+
+def _debian_driver(packages: dict[str, Any], version_id: str, branch: int, platform: str) -> list[str]:
+    """Debian's own `nvidia-driver` (contrib, non-free) where its release ships a new enough branch, else
+    NVIDIA's CUDA repository for that release (its cuda-keyring package first)."""
+    release = version_id.split(".")[0]
+    shipped = packages["debian"]["driver_branch"].get(release)
+    if shipped and shipped >= branch:
+        return ["sudo apt install nvidia-driver"]
+    arch = "sbsa" if platform == "linux_aarch64" else "x86_64"
+    repo = f"https://developer.download.nvidia.com/compute/cuda/repos/debian{release}/{arch}/cuda-keyring_1.1-1_all.deb"
+    keyring = f"wget {repo} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt update"
+    if branch >= 590:
+        return [keyring, f"sudo apt install nvidia-driver-pinning-{branch} cuda-drivers"]
+    return [keyring, f"sudo apt install cuda-drivers-{branch}"]
 
 # --- CUDA's own errors ----------------------------------------------------------------------------------------
 _ERROR_CODE = re.compile(r"(?:error|code)[ :]*(\d{1,3})\b|\((\d{3})\)", re.IGNORECASE)

@@ -212,7 +212,7 @@ def test_old_driver_warns_naming_the_oldest_wheel_and_what_it_runs() -> None:
     )
     assert "runs torch builds for CUDA 11.x" in judge(capture("a10g"))["torch.cuda-driver"].summary
     assert result.remediation is not None
-    assert result.remediation.commands[0] == "sudo apt install nvidia-driver-580-server"
+    assert "R580 or newer" in result.remediation.commands[0]  # the capture does not say the distribution
 
 
 def test_driver_between_family_and_build_minimum_warns_and_new_driver_names_its_newest_wheel() -> None:

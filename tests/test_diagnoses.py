@@ -5,13 +5,14 @@ NVLink expectations from the links' real far ends."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from conftest import judge, load_snapshot, usable_gpus
 from fixtures.nodes import driver, node
 from gpudoctor.checks import compute, ddp, health, torch_build
 
-from gpudoctor import expect
+from gpudoctor import compat, expect
 from gpudoctor.facts.system import parse_events
 from gpudoctor.hardware import cuda_table, gpu_model
 
@@ -362,3 +363,75 @@ def test_cuda_init_errors_are_read_against_nvidias_list(error: str, code: int, c
     driver_verdict = torch_build.judge_cuda_driver(node["torch"], node["nvml"])
     if code in (803, 804):  # forward-compatibility libraries: the driver's version says nothing of what runs
         assert driver_verdict.status.value == "skip" and "minor-version" not in driver_verdict.summary
+
+
+UBUNTU_JAMMY = {"id": "ubuntu", "id_like": "debian", "version_id": "22.04", "version_codename": "jammy"}
+DEBIAN_12 = {"id": "debian", "version_id": "12", "version_codename": "bookworm"}
+ROCKY_9 = {"id": "rocky", "id_like": "rhel centos fedora", "version_id": "9.4"}
+
+
+@pytest.mark.parametrize(
+    "minimum,os_release,commands",
+    [
+        # Ubuntu ships -server packages only for its production branches (jammy: 535, 550, 580): once the fix
+        # said nvidia-driver-530-server and nvidia-driver-465-server, which never existed.
+        ("530.30.02", UBUNTU_JAMMY, ["sudo apt install nvidia-driver-535-server"]),
+        ("465.19.01", UBUNTU_JAMMY, ["sudo apt install nvidia-driver-535-server"]),
+        ("580.65.06", UBUNTU_JAMMY, ["sudo apt install nvidia-driver-580-server"]),
+        ("525.60.13", DEBIAN_12, ["sudo apt install nvidia-driver"]),  # bookworm ships R535
+        ("525.60.13", ROCKY_9, ["sudo dnf module enable -y nvidia-driver:525-open", "sudo dnf install -y nvidia-open"]),
+        ("470.42.01", ROCKY_9, ["sudo dnf module install -y nvidia-driver:470-dkms"]),  # before the open modules
+    ],
+)
+def test_driver_upgrades_name_a_package_the_nodes_distribution_ships(
+    minimum: str, os_release: dict, commands: list[str]
+) -> None:
+    assert compat.driver_install(minimum, os_release) == commands
+
+
+def test_every_driver_command_names_a_branch_that_exists_and_reaches_the_minimum() -> None:
+    """Over every minimum in the release notes and every distribution the data names, the branch a fix names
+    is one of NVIDIA's, reaches the minimum, and on Ubuntu is one that release ships a -server package for."""
+    branches = {b["branch"]: b for b in compat.nvidia_table()["driver_branch"]}
+    ubuntu = compat.nvidia_table()["distro_packages"]["ubuntu"]
+    for minimum in compat.nvidia_table()["toolkit_minimum_linux"].values():
+        branch = compat.driver_branch(minimum)
+        if branch is None:
+            continue
+        latest = branches[branch].get("latest_linux")
+        assert branch >= int(minimum.split(".")[0]) and (latest is None or not compat.older(latest, minimum))
+        for codename in ("focal", "jammy", "noble"):
+            command = compat.driver_install(minimum, {"id": "ubuntu", "version_codename": codename})[-1]
+            served = re.search(r"nvidia-driver-(\d+)-server$", command)
+            assert served is None or int(served.group(1)) in ubuntu[f"{codename}_server"]
+
+
+@pytest.mark.parametrize(
+    "torch_version,tag,command",
+    [
+        (
+            "2.5.1",
+            "cu124",
+            "pip install torch==2.5.1 torchvision==0.20.1 --index-url https://download.pytorch.org/whl/cu124",
+        ),
+        (
+            "1.12.1",
+            "cu113",
+            "pip install torch==1.12.1+cu113 torchvision==0.13.1+cu113 --extra-index-url https://download.pytorch.org/whl/cu113",
+        ),
+        (
+            "1.7.1",
+            "cu101",
+            "pip install torch==1.7.1+cu101 torchvision==0.8.2+cu101 -f https://download.pytorch.org/whl/torch_stable.html",
+        ),
+    ],
+)
+def test_install_commands_take_the_form_pytorchs_pages_give_each_release(
+    torch_version: str, tag: str, command: str
+) -> None:
+    """PyTorch's previous-versions page: find-links with local versions (1.2-1.10), the variant's extra index
+    (1.11-1.13), the variant's index (2.0 on)."""
+    assert (
+        compat.same_build_command({"version": f"{torch_version}+{tag}"}, compat.paired_torchvision(torch_version))
+        == command
+    )

@@ -166,14 +166,14 @@ FAULTS = {
         "torch.cuda-driver",
         "warn",
         "minor-version compatibility",
-        "nvidia-driver-570",
+        "R570 or newer",
     ),
     "driver-before-wheel-update": (
         node(calls=driver("580.82.07", 13000)),
         "torch.cuda-driver",
         "warn",
         "runs CUDA 13.0.2 only through minor-version compatibility (full support from 580.95.05)",
-        "nvidia-driver-580",
+        "R580 or newer",
     ),
     "cpu-only-torch": (
         node(torch={**cuda_fails(None), "version": "2.14.1+cpu", "cuda": None, "arch_list": []}),
@@ -216,8 +216,8 @@ FAULTS = {
         ),
         "torch.torchvision",
         "fail",
-        "torchvision 0.24.1 is not built for torch 2.14.1+cu130 (PyTorch pairs it with 0.29)",
-        "pip install torch==2.14.1 'torchvision==0.29.*' --index-url https://download.pytorch.org/whl/cu130",
+        "torchvision 0.24.1 is not built for torch 2.14.1+cu130 (PyTorch pairs it with 0.29.1)",
+        "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu130",
     ),
     "nvcc-mismatch": (
         node(system={"nvcc": {"path": "/usr/local/cuda-12.4/bin/nvcc", "version": "12.4"}}),

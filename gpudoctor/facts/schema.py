@@ -131,6 +131,8 @@ class SystemFacts(TypedDict, total=False):
     hostname: str
     kernel: str
     machine: str  # "x86_64", "aarch64"
+    os: str  # platform.system(): "Linux", "Windows"
+    os_release: dict[str, str]  # id, id_like, version_id, version_codename (os-release(5))
     shm_bytes: int | None
     memory_bytes: int
     cpu_count: int

@@ -7,6 +7,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -47,6 +48,8 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "hostname": os.uname().nodename,
         "kernel": os.uname().release,
         "machine": platform.machine(),
+        "os": platform.system(),
+        "os_release": _os_release(root),
         "shm_bytes": _shm_bytes(root / "dev/shm"),
         "memory_bytes": psutil.virtual_memory().total,
         "cpu_count": os.cpu_count(),
@@ -105,6 +108,19 @@ def _limits() -> dict[str, int | None]:
         return None if value == resource.RLIM_INFINITY else value
 
     return {"memlock": soft(resource.RLIMIT_MEMLOCK), "nofile": soft(resource.RLIMIT_NOFILE)}
+
+
+def _os_release(root: Path) -> dict[str, str]:
+    """ID, ID_LIKE, VERSION_ID and VERSION_CODENAME of os-release(5): which driver packages this node's
+    distribution ships."""
+    for name in ("etc/os-release", "usr/lib/os-release"):
+        with contextlib.suppress(OSError, ValueError):
+            fields = dict(
+                line.split("=", 1) for line in (root / name).read_text().splitlines() if "=" in line and line[:1] != "#"
+            )
+            wanted = ("ID", "ID_LIKE", "VERSION_ID", "VERSION_CODENAME")
+            return {key.lower(): " ".join(shlex.split(fields[key])) for key in wanted if key in fields}
+    return {}
 
 
 def _container(root: Path) -> str | None:
