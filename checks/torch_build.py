@@ -50,20 +50,22 @@ def pip_command(tag: str) -> str:
 
 
 def covered(capability: tuple[int, int], arch_list: list[str], torch_cuda: str | None) -> bool:
-    """Whether any entry of the arch list runs on a device of this compute capability."""
+    """Whether a build with this arch list runs on a device of this compute capability: the CUDA it was built
+    with knows the architecture (its libraries ship nothing for a newer one) and some entry serves it."""
+    newest = compat.newest_arch(torch_cuda)
+    if newest is not None and capability[0] * 10 + capability[1] > newest:
+        return False
     return any(runs_on(arch, capability, torch_cuda) for arch in arch_list)
 
 
 def runs_on(arch: str, capability: tuple[int, int], torch_cuda: str | None) -> bool:
-    """torch's loading rule for one `sm_XY[a|f]` cubin or `compute_XY[a|f]` PTX entry (data/cuda.toml)."""
-    kind, _, code = arch.partition("_")
-    suffix = code[-1] if code[-1:] in ("a", "f") else ""
+    """torch's rule for one `sm_XY[a|f]` or `compute_XY[a|f]` entry (data/cuda.toml): `_check_capability`
+    judges a PTX entry like a cubin of its number (the same major), and an `a` entry serves only X.Y."""
+    code = arch.partition("_")[2]
     number = int(code.rstrip("af"))
     device = capability[0] * 10 + capability[1]
-    if suffix == "a":
+    if code.endswith("a"):
         return device == number
-    if kind == "compute":
-        return device >= number if not suffix else device // 10 == number // 10 and device >= number
     return device in cubin_devices(number, torch_cuda)
 
 

@@ -126,7 +126,6 @@ def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
     return install_command(Build(release_of(torch.get("version")), variant_of(torch), torchvision, install))
 
 
-
 # --- CUDA and the driver --------------------------------------------------------------------------------------
 def newest_cuda_run(driver: str | None) -> str | None:
     """The newest CUDA a Linux driver runs, from the release notes' minimums: a whole major release ("11.x")
@@ -139,6 +138,14 @@ def newest_cuda_run(driver: str | None) -> str | None:
     if families and (newest is None or int(newest.split(".")[0]) <= max(families)):
         return f"{max(families)}.x"
     return ".".join(newest.split(".")[:2]) if newest else None
+
+
+def newest_arch(toolkit: str | None) -> int | None:
+    """The highest compute capability (10 x major + minor) this CUDA toolkit knows (nvidia.toml
+    [toolkit_newest_arch]); its libraries (cuDNN, cuBLAS) ship nothing for a newer one. None if unknown."""
+    if not toolkit:
+        return None
+    return nvidia_table()["toolkit_newest_arch"].get(".".join(toolkit.split(".")[:2]))
 
 
 def driver_branch(minimum: str) -> int | None:
@@ -201,6 +208,7 @@ def _debian_driver(packages: dict[str, Any], version_id: str, branch: int, platf
     if branch >= 590:
         return [keyring, f"sudo apt install nvidia-driver-pinning-{branch} cuda-drivers"]
     return [keyring, f"sudo apt install cuda-drivers-{branch}"]
+
 
 # --- CUDA's own errors ----------------------------------------------------------------------------------------
 _ERROR_CODE = re.compile(r"(?:error|code)[ :]*(\d{1,3})\b|\((\d{3})\)", re.IGNORECASE)

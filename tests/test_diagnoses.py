@@ -28,7 +28,7 @@ H100 = load_snapshot("h100-sxm-8x")
         ("sm_100a", (10, 3), "13.0", False),  # architecture-specific: exactly 10.0
         ("sm_90a", (9, 0), "13.0", True),
         ("compute_90a", (10, 0), "13.0", False),  # arch-specific PTX does not JIT forward
-        ("compute_90", (10, 0), "13.0", True),  # plain PTX does
+        ("compute_90", (10, 0), "13.0", False),  # torch's _check_capability judges PTX like a cubin: same major
         ("compute_100f", (12, 0), "13.0", False),  # family PTX stays in its family
         ("compute_100f", (10, 3), "13.0", True),
         ("sm_90", (10, 0), "13.0", False),  # cubins never cross a major
@@ -435,3 +435,13 @@ def test_install_commands_take_the_form_pytorchs_pages_give_each_release(
         compat.same_build_command({"version": f"{torch_version}+{tag}"}, compat.paired_torchvision(torch_version))
         == command
     )
+
+
+def test_a_build_never_covers_a_gpu_newer_than_its_cuda_knows() -> None:
+    """A torch 1.x cu10x build with a `compute_37` entry on an sm_86 GPU passed here and failed for the user:
+    CUDA 10.2 knows nothing past 7.5 (its cuDNN and cuBLAS ship no Ampere code), and torch's own check wants
+    an entry of the GPU's major."""
+    arch = ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "compute_37"]
+    assert not torch_build.covered((8, 6), arch, "10.2")
+    assert torch_build.covered((7, 5), arch, "10.2")
+    assert not torch_build.covered((8, 9), ["sm_80", "sm_86", "compute_86"], "11.1")  # 11.1 knows up to 8.6
