@@ -26,9 +26,8 @@ from netns import Hosts, HostsUnavailable
 
 from gpudoctor.report import document as doc
 
-# One set of namespace hosts at a time (they share two cores): the `hosts` lock in conftest holds it whatever
-# the scheduler; the xdist group keeps them on one worker where pytest-xdist honours it.
-pytestmark = [pytest.mark.hosts, pytest.mark.xdist_group("hosts")]
+# One set of namespace hosts at a time (they share two cores): the `hosts` lock in conftest.
+pytestmark = pytest.mark.hosts
 
 SLOW = "100mbit"  # about 80 times slower than gloo between these hosts
 

@@ -22,7 +22,7 @@ from fixtures.nodes import lose_gpu, node
 from netns import Hosts, HostsUnavailable
 from slurmhosts import Slurm, slurm_or_skip
 
-pytestmark = [pytest.mark.hosts, pytest.mark.slurm, pytest.mark.xdist_group("hosts")]  # one at a time (conftest)
+pytestmark = [pytest.mark.hosts, pytest.mark.slurm]  # one set of namespace hosts at a time (conftest)
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
