@@ -34,7 +34,7 @@ def wheel_for(capabilities: list[tuple[int, int]], machine: str = "x86_64", driv
     fitting = [w for w in table["wheel"] if all(covered(c, w.get(machine, []), w["cuda"]) for c in capabilities)]
     if driver is None:
         return fitting[0]["tag"] if fitting else None
-    for minimum in (lambda w: toolkit_minimum(w["build"]), lambda w: table["family_minimum"][w["cuda"].split(".")[0]]):
+    for minimum in (lambda w: toolkit_minimum(w["build"]), lambda w: compat.family_minimum(w["cuda"])):
         runs = [w for w in fitting if not _older(driver, minimum(w) or "0")]
         if runs:
             return runs[0]["tag"]
@@ -119,8 +119,9 @@ def judge_cuda_driver(
     if not built:
         return Result(Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
     toolkit = build_toolkit(torch)
-    family_min = cuda_table()["family_minimum"].get(built.split(".")[0])
+    family_min = compat.family_minimum(built)  # None before CUDA 11: no minor-version compatibility
     toolkit_min = toolkit_minimum(toolkit)
+    hard_min = family_min or toolkit_min
     metrics = [
         Metric(
             "driver_version",
@@ -137,14 +138,14 @@ def judge_cuda_driver(
             "not the driver's own, so the driver's version does not say what runs; see torch.cuda-available",
             metrics=metrics,
         )
-    if not family_min or not driver:
+    if not hard_min or not driver:
         return Result(Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
-    if _older(driver, family_min):
+    if _older(driver, hard_min):
         return Result(
             Status.FAIL,
-            f"torch is built for CUDA {toolkit}, which needs driver >= {family_min}; this node has {driver}",
+            f"torch is built for CUDA {toolkit}, which needs driver >= {hard_min}; this node has {driver}",
             metrics=metrics,
-            remediation=_older_driver_fix(driver, toolkit_min or family_min, nvml, machine, os_release),
+            remediation=_older_driver_fix(driver, toolkit_min or hard_min, nvml, machine, os_release),
         )
     if toolkit_min and _older(driver, toolkit_min):
         return Result(
@@ -170,7 +171,7 @@ def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | N
     table = cuda_table()
     wheels = table["wheel"]
     oldest = wheels[-1]
-    family_min = table["family_minimum"][oldest["cuda"].split(".")[0]]
+    family_min = compat.family_minimum(oldest["cuda"]) or ""
     full_min = toolkit_minimum(oldest["build"]) or family_min
     cuda = cuda_version_text(nvml.get("cuda_driver_version"))
     metrics = [
@@ -250,9 +251,8 @@ def build_toolkit(torch: dict[str, Any]) -> str:
 
 
 def toolkit_minimum(toolkit: str) -> str | None:
-    """The release notes' minimum driver for this toolkit update, else for its GA release."""
-    table = cuda_table()["toolkit_minimum"]
-    return table.get(toolkit) or table.get(".".join(toolkit.split(".")[:2]))
+    """The release notes' minimum Linux driver for this toolkit update, else for its GA release."""
+    return compat.toolkit_minimum(toolkit)
 
 
 def _older(found: str, minimum: str) -> bool:

@@ -140,6 +140,23 @@ def newest_cuda_run(driver: str | None) -> str | None:
     return ".".join(newest.split(".")[:2]) if newest else None
 
 
+def toolkit_minimum(toolkit: str | None, platform: str = "linux_x86_64") -> str | None:
+    """The release notes' minimum driver for this toolkit update, else for its GA release (Table 3)."""
+    if not toolkit:
+        return None
+    table = nvidia_table()["toolkit_minimum_windows" if platform == "windows" else "toolkit_minimum_linux"]
+    return table.get(toolkit) or table.get(".".join(toolkit.split(".")[:2]))
+
+
+def family_minimum(toolkit: str | None, platform: str = "linux_x86_64") -> str | None:
+    """The minor-version-compatibility minimum of this toolkit's major release (Table 2); None before CUDA 11,
+    which had no minor-version compatibility."""
+    if not toolkit:
+        return None
+    table = nvidia_table()["family_minimum_windows" if platform == "windows" else "family_minimum_linux"]
+    return table.get(toolkit.split(".")[0])
+
+
 def newest_arch(toolkit: str | None) -> int | None:
     """The highest compute capability (10 x major + minor) this CUDA toolkit knows (nvidia.toml
     [toolkit_newest_arch]); its libraries (cuDNN, cuBLAS) ship nothing for a newer one. None if unknown."""

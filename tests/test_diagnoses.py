@@ -95,9 +95,10 @@ def test_wheel_matrix_and_minimum_drivers_follow_the_release_notes() -> None:
     table = cuda_table()
     assert [w["tag"] for w in table["wheel"]] == ["cu132", "cu130", "cu126"]
     assert [w["build"] for w in table["wheel"]] == ["13.2.1", "13.0.2", "12.6.3"]
-    minimum = table["toolkit_minimum"]
+    minimum = compat.nvidia_table()["toolkit_minimum_linux"]
     assert (minimum["11.0"], minimum["13.1"], minimum["13.2"]) == ("450.51.05", "590.44.01", "595.45.04")
     assert (minimum["12.6.3"], minimum["12.8.1"], minimum["13.0.2"]) == ("560.35.05", "570.124.06", "580.95.05")
+    assert (minimum["10.2"], minimum["10.0"], minimum["9.2"]) == ("440.33", "410.48", "396.26")
 
 
 def test_driver_judged_against_the_toolkit_the_wheel_was_built_with() -> None:
@@ -445,3 +446,13 @@ def test_a_build_never_covers_a_gpu_newer_than_its_cuda_knows() -> None:
     assert not torch_build.covered((8, 6), arch, "10.2")
     assert torch_build.covered((7, 5), arch, "10.2")
     assert not torch_build.covered((8, 9), ["sm_80", "sm_86", "compute_86"], "11.1")  # 11.1 knows up to 8.6
+
+
+def test_a_cuda_10_build_is_judged_against_its_own_minimum() -> None:
+    """CUDA 10 had no minor-version compatibility: a torch 1.x cu102 build needs the 10.2 toolkit's driver
+    (>= 440.33, Table 3), and once every cu10x build warned 'no minimum driver known'."""
+    torch = {"version": "1.12.1+cu102", "cuda": "10.2", "importable": True}
+    old = torch_build.judge_cuda_driver(torch, {"driver_version": "418.67", "gpus": []})
+    assert old.status.value == "fail" and "needs driver >= 440.33" in old.summary
+    fine = torch_build.judge_cuda_driver(torch, {"driver_version": "470.256.02", "gpus": []})
+    assert fine.status.value == "pass"
