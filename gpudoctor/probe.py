@@ -38,13 +38,40 @@ REPORT_FILES = ("output", "junit", "prom_file", "html")  # the options that name
 def plan(args: Any, cluster_mode: bool = False) -> Plan:
     """Everything that can be wrong with the input is found here, before any check runs."""
     from gpudoctor import config as config_mod
+
+    try:
+        cfg = config_mod.load(Path(args.config) if args.config else None)
+    except config_mod.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    early_torch = start_torch_early(args, cfg.top)
+    try:
+        return _plan(args, cluster_mode, cfg, early_torch)
+    except BaseException:
+        if early_torch is not None:
+            early_torch.kill()
+            early_torch.wait()
+        raise
+
+
+def start_torch_early(args: Any, top: dict[str, Any]) -> Any:
+    """The torch gateway's process, started before check discovery where the run will surely want torch facts
+    (a live run not narrowed by --only): importing torch is the quick level's longest step, and this lets it
+    overlap the rest of the start. A narrowed run (the health probe) starts it only if its checks need it."""
+    if args.from_file or args.only or top.get("only"):
+        return None
+    from gpudoctor.facts import torchinfo
+
+    return torchinfo.start()
+
+
+def _plan(args: Any, cluster_mode: bool, cfg: Any, early_torch: Any) -> Plan:
+    from gpudoctor import config as config_mod
     from gpudoctor.cluster.env import ClusterEnvError, detect
     from gpudoctor.context import Options
     from gpudoctor.launch import Fault, FaultSpecError
     from gpudoctor.runner import SelectionError, select, sources_for
 
     try:
-        cfg = config_mod.load(Path(args.config) if args.config else None)
         discovery = discover(args.checks_dir + cfg.top.get("checks_dir", []))
         config_mod.validate_checks(cfg, discovery.specs)
         Fault.from_env()  # the test hook is read by the ranks; a malformed value is a usage error here
@@ -77,7 +104,7 @@ def plan(args: Any, cluster_mode: bool = False) -> Plan:
             setattr(args, name, getattr(args, name).replace("{node}", env.node))
     for path in (getattr(args, name, None) for name in REPORT_FILES):
         require_writable(path)
-    facts, source = gather_facts(args.from_file, sources_for(specs))
+    facts, source = gather_facts(args.from_file, sources_for(specs), early_torch)
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
     nodes_spec = next(s for s in discovery.specs if s.id == "cluster.nodes")
     return Plan(options, specs, cfg, facts, source, strict, discovery.broken, env, cfg.settings(nodes_spec))
@@ -103,8 +130,9 @@ def load_baseline(path: str | None) -> dict[str, Any] | None:
         raise UsageError(str(exc)) from None
 
 
-def gather_facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, Any], str]:
-    """A snapshot's facts, or this node's from the sources the selected checks need (and no others)."""
+def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = None) -> tuple[dict[str, Any], str]:
+    """A snapshot's facts, or this node's from the sources the selected checks need (and no others); a torch
+    gateway already started is used, or ended if no check wants it."""
     from gpudoctor.facts import snapshot
 
     if from_file:
@@ -112,7 +140,7 @@ def gather_facts(from_file: str | None, sources: set[str]) -> tuple[dict[str, An
             return snapshot.load(Path(from_file)), f"snapshot:{from_file}"
         except snapshot.SnapshotError as exc:
             raise UsageError(str(exc)) from None
-    return snapshot.gather(sources), "live"
+    return snapshot.gather(sources, torch_proc), "live"
 
 
 def require_writable(output: str | None) -> None:

@@ -196,3 +196,13 @@ def test_gathered_facts_have_the_documented_shape() -> None:
             )
             assert set(gpu.get("fabric") or {}) <= set(schema.Fabric.__annotations__)
             assert all(set(link) <= set(schema.NvLink.__annotations__) for link in gpu.get("nvlinks") or [])
+
+
+def test_a_torch_gateway_started_early_is_ended_when_no_check_wants_it() -> None:
+    """A live run not narrowed by --only starts the torch gateway before discovery (its import overlaps the
+    rest of the start); if the selected checks want no torch facts after all, the process is ended, not left."""
+    from gpudoctor.facts import snapshot, torchinfo
+
+    early = torchinfo.start()
+    facts = snapshot.gather(["kernel_log"], early)
+    assert facts["torch"] == {} and early.returncode is not None

@@ -7,6 +7,7 @@ needed it starts first in its own process and is read last, while NVML and syste
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -24,14 +25,20 @@ class SnapshotError(ValueError):
     """A snapshot file that is corrupt, foreign or from a newer gpudoctor."""
 
 
-def gather(sources: Iterable[str] = SOURCES) -> dict[str, Any]:
+def gather(sources: Iterable[str] = SOURCES, torch_proc: subprocess.Popen[str] | None = None) -> dict[str, Any]:
     """The node's facts from the named sources only (a health probe needs no torch: it is never imported);
-    a source not gathered is an empty section."""
+    a source not gathered is an empty section. `torch_proc` is a torch gateway the caller started early: used
+    if torch is wanted, else ended."""
     from gpudoctor.facts import nvml, system, torchinfo
 
     wanted = set(sources)
     started = time.monotonic()
-    torch_proc = torchinfo.start() if "torch" in wanted else None
+    if torch_proc is not None and "torch" not in wanted:
+        torch_proc.kill()
+        torch_proc.wait()
+        torch_proc = None
+    if torch_proc is None and "torch" in wanted:
+        torch_proc = torchinfo.start()
     nvcc_proc = system.start_nvcc() if "nvcc" in wanted else None
     nvml_facts, recording = nvml.gather_live() if "nvml" in wanted else ({}, {})
     system_facts = system.gather() if "system" in wanted else {}
