@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from gpudoctor.api import (
     CheckContext,
@@ -34,8 +33,8 @@ def wheel_for(capabilities: list[tuple[int, int]], machine: str = "x86_64", driv
     fitting = [w for w in table["wheel"] if all(covered(c, w.get(machine, []), w["cuda"]) for c in capabilities)]
     if driver is None:
         return fitting[0]["tag"] if fitting else None
-    for minimum in (lambda w: toolkit_minimum(w["build"]), lambda w: compat.family_minimum(w["cuda"])):
-        runs = [w for w in fitting if not _older(driver, minimum(w) or "0")]
+    for minimum in (lambda w: compat.toolkit_minimum(w["build"]), lambda w: compat.family_minimum(w["cuda"])):
+        runs = [w for w in fitting if not compat.older(driver, minimum(w) or "0")]
         if runs:
             return runs[0]["tag"]
     return None
@@ -75,7 +74,7 @@ def cubin_devices(code: int, torch_cuda: str | None) -> set[int]:
     if str(code) in rule["only"]:
         return set(rule["only"][str(code)])
     excluded = set(rule["exclude"].get(str(code), []))
-    if torch_cuda and not _older(torch_cuda, rule["sbsa_unified_from"]) and code in rule["sbsa_unified"]:
+    if torch_cuda and not compat.older(torch_cuda, rule["sbsa_unified_from"]) and code in rule["sbsa_unified"]:
         excluded = set()
     major = code // 10
     return {major * 10 + minor for minor in range(code % 10, 10)} - excluded
@@ -120,7 +119,7 @@ def judge_cuda_driver(
         return Result(Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
     toolkit = build_toolkit(torch)
     family_min = compat.family_minimum(built)  # None before CUDA 11: no minor-version compatibility
-    toolkit_min = toolkit_minimum(toolkit)
+    toolkit_min = compat.toolkit_minimum(toolkit)
     hard_min = family_min or toolkit_min
     metrics = [
         Metric(
@@ -140,14 +139,14 @@ def judge_cuda_driver(
         )
     if not hard_min or not driver:
         return Result(Status.WARN, f"no minimum driver known for CUDA {built}", metrics=metrics)
-    if _older(driver, hard_min):
+    if compat.older(driver, hard_min):
         return Result(
             Status.FAIL,
             f"torch is built for CUDA {toolkit}, which needs driver >= {hard_min}; this node has {driver}",
             metrics=metrics,
             remediation=_older_driver_fix(driver, toolkit_min or hard_min, nvml, machine, os_release),
         )
-    if toolkit_min and _older(driver, toolkit_min):
+    if toolkit_min and compat.older(driver, toolkit_min):
         return Result(
             Status.WARN,
             f"driver {driver} runs CUDA {toolkit} only through minor-version compatibility "
@@ -172,7 +171,7 @@ def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | N
     wheels = table["wheel"]
     oldest = wheels[-1]
     family_min = compat.family_minimum(oldest["cuda"]) or ""
-    full_min = toolkit_minimum(oldest["build"]) or family_min
+    full_min = compat.toolkit_minimum(oldest["build"]) or family_min
     cuda = cuda_version_text(nvml.get("cuda_driver_version"))
     metrics = [
         Metric(
@@ -183,18 +182,18 @@ def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | N
             f"(the oldest current torch wheel, {oldest['tag']})",
         )
     ]
-    full = [w for w in wheels if not _older(driver, toolkit_minimum(w["build"]) or "0")]
+    full = [w for w in wheels if not compat.older(driver, compat.toolkit_minimum(w["build"]) or "0")]
     if full:
         newer = wheels[: wheels.index(full[0])]
-        note = "".join(f"; {w['tag']} needs >= {toolkit_minimum(w['build'])}" for w in newer)
+        note = "".join(f"; {w['tag']} needs >= {compat.toolkit_minimum(w['build'])}" for w in newer)
         return Result(
             Status.PASS,
             f"driver {driver} (CUDA {cuda}) runs the current torch wheels up to {full[0]['tag']}{note}",
             metrics=metrics,
         )
     stable = next(w for w in wheels if w["tag"] == stable_wheel())
-    upgrade = compat.driver_install(toolkit_minimum(stable["build"]) or family_min, os_release)
-    if not _older(driver, family_min):
+    upgrade = compat.driver_install(compat.toolkit_minimum(stable["build"]) or family_min, os_release)
+    if not compat.older(driver, family_min):
         return Result(
             Status.WARN,
             f"driver {driver} (CUDA {cuda}) runs the current torch wheels ({oldest['tag']}) only through "
@@ -212,7 +211,7 @@ def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | N
         remediation=Remediation(
             f"Without torch facts this capture cannot say which torch the node uses: a torch built for CUDA "
             f"{runs or cuda} runs here. For a current wheel, upgrade the driver (the default {stable['tag']} wheel "
-            f"needs >= {toolkit_minimum(stable['build'])}).",
+            f"needs >= {compat.toolkit_minimum(stable['build'])}).",
             [*upgrade, "nvidia-smi | head -4"],
         ),
     )
@@ -248,18 +247,6 @@ def build_toolkit(torch: dict[str, Any]) -> str:
     tag = str(torch.get("version", "")).partition("+")[2]
     wheel = next((w for w in cuda_table()["wheel"] if w["tag"] == tag and w["cuda"] == built), None)
     return wheel["build"] if wheel else built
-
-
-def toolkit_minimum(toolkit: str) -> str | None:
-    """The release notes' minimum Linux driver for this toolkit update, else for its GA release."""
-    return compat.toolkit_minimum(toolkit)
-
-
-def _older(found: str, minimum: str) -> bool:
-    try:
-        return Version(found) < Version(minimum)
-    except InvalidVersion:
-        return False
 
 
 def judge_cuda_available(

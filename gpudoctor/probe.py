@@ -48,8 +48,9 @@ def plan(args: Any, cluster_mode: bool = False) -> Plan:
         return _plan(args, cluster_mode, cfg, early_torch)
     except BaseException:
         if early_torch is not None:
-            early_torch.kill()
-            early_torch.wait()
+            from gpudoctor.facts import torchinfo
+
+            torchinfo.end(early_torch)
         raise
 
 

@@ -345,7 +345,7 @@ def test_an_unanswered_p2p_status_is_off_in_both_checks() -> None:
 def test_cuda_13_3_needs_the_r610_driver() -> None:
     """CUDA 13.3 and 13.3 Update 1 need driver 610.43.02 (the 13.3 release notes' table); 13.4, whose exact
     minimum is not in the table, falls back to nothing more than the CUDA 13 family minimum."""
-    from gpudoctor.checks.torch_build import toolkit_minimum
+    from gpudoctor.compat import toolkit_minimum
 
     assert toolkit_minimum("13.3") == toolkit_minimum("13.3.1") == "610.43.02"
     assert toolkit_minimum("13.4.1") is None

@@ -34,8 +34,7 @@ def gather(sources: Iterable[str] = SOURCES, torch_proc: subprocess.Popen[str] |
     wanted = set(sources)
     started = time.monotonic()
     if torch_proc is not None and "torch" not in wanted:
-        torch_proc.kill()
-        torch_proc.wait()
+        torchinfo.end(torch_proc)
         torch_proc = None
     if torch_proc is None and "torch" in wanted:
         torch_proc = torchinfo.start()

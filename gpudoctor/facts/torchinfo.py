@@ -27,6 +27,12 @@ def start() -> subprocess.Popen[str]:
     )
 
 
+def end(proc: subprocess.Popen[str]) -> None:
+    """A gateway started that no check wants after all: gone, not left to finish."""
+    proc.kill()
+    proc.wait()
+
+
 def collect(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> dict[str, Any]:
     try:
         out, err = proc.communicate(timeout=timeout_s)
