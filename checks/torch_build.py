@@ -14,7 +14,6 @@ from gpudoctor.api import (
     Status,
     check,
     compat,
-    cuda_table,
     cuda_version_text,
     from_rows,
     gpu_for_cuda_index,
@@ -22,65 +21,18 @@ from gpudoctor.api import (
     usable,
 )
 
-WHEEL_INDEX = "https://download.pytorch.org/whl"
+
+def default_command(platform: str = "linux_x86_64") -> str:
+    """What to install where torch is missing or broken: the newest release's default build for this platform."""
+    return compat.install_command(compat.default_build(platform))
 
 
-def wheel_for(capabilities: list[tuple[int, int]], machine: str = "x86_64", driver: str | None = None) -> str | None:
-    """The newest official torch CUDA wheel with kernels for every GPU on this host's architecture that this
-    driver runs: fully (the driver reaches the minimum of the toolkit the wheel is built with) if any does,
-    else through minor-version compatibility (the CUDA family minimum); None when no official wheel fits."""
-    table = cuda_table()
-    fitting = [w for w in table["wheel"] if all(covered(c, w.get(machine, []), w["cuda"]) for c in capabilities)]
-    if driver is None:
-        return fitting[0]["tag"] if fitting else None
-    for minimum in (lambda w: compat.toolkit_minimum(w["build"]), lambda w: compat.family_minimum(w["cuda"])):
-        runs = [w for w in fitting if not compat.older(driver, minimum(w) or "0")]
-        if runs:
-            return runs[0]["tag"]
-    return None
+def reinstall(command: str) -> str:
+    """A pip command that also replaces what is installed (a broken torch and the CUDA libraries it pulls in)."""
+    return command.replace("pip install ", "pip install --force-reinstall ", 1)
 
 
-def stable_wheel() -> str:
-    return cuda_table()["stable_wheel"]
-
-
-def pip_command(tag: str) -> str:
-    return f"pip install --force-reinstall torch torchvision --index-url {WHEEL_INDEX}/{tag}"
-
-
-def covered(capability: tuple[int, int], arch_list: list[str], torch_cuda: str | None) -> bool:
-    """Whether a build with this arch list runs on a device of this compute capability: the CUDA it was built
-    with knows the architecture (its libraries ship nothing for a newer one) and some entry serves it."""
-    newest = compat.newest_arch(torch_cuda)
-    if newest is not None and capability[0] * 10 + capability[1] > newest:
-        return False
-    return any(runs_on(arch, capability, torch_cuda) for arch in arch_list)
-
-
-def runs_on(arch: str, capability: tuple[int, int], torch_cuda: str | None) -> bool:
-    """torch's rule for one `sm_XY[a|f]` or `compute_XY[a|f]` entry (data/cuda.toml): `_check_capability`
-    judges a PTX entry like a cubin of its number (the same major), and an `a` entry serves only X.Y."""
-    code = arch.partition("_")[2]
-    number = int(code.rstrip("af"))
-    device = capability[0] * 10 + capability[1]
-    if code.endswith("a"):
-        return device == number
-    return device in cubin_devices(number, torch_cuda)
-
-
-def cubin_devices(code: int, torch_cuda: str | None) -> set[int]:
-    """The compute capabilities (as 10 x major + minor) a plain or family cubin for `code` runs on."""
-    rule = cuda_table()["arch_rule"]
-    if str(code) in rule["only"]:
-        return set(rule["only"][str(code)])
-    excluded = set(rule["exclude"].get(str(code), []))
-    if torch_cuda and not compat.older(torch_cuda, rule["sbsa_unified_from"]) and code in rule["sbsa_unified"]:
-        excluded = set()
-    major = code // 10
-    return {major * 10 + minor for minor in range(code % 10, 10)} - excluded
-
-
-def judge_import(torch: dict[str, Any]) -> Result:
+def judge_import(torch: dict[str, Any], platform: str = "linux_x86_64") -> Result:
     if torch.get("importable"):
         build = f"CUDA {torch['cuda']}" if torch.get("cuda") else "CPU-only"
         return Result(
@@ -89,37 +41,50 @@ def judge_import(torch: dict[str, Any]) -> Result:
             metrics=[Metric("torch_version", torch["version"]), Metric("torch_cuda", torch.get("cuda"))],
         )
     error = torch.get("import_error") or "unknown error"
-    return Result(Status.FAIL, f"torch does not import: {error}", remediation=_import_fix(error))
+    return Result(Status.FAIL, f"torch does not import: {error}", remediation=_import_fix(error, platform))
 
 
-def _import_fix(error: str) -> Remediation:
+def _import_fix(error: str, platform: str) -> Remediation:
+    install = default_command(platform)
     if "No module named 'torch'" in error:
-        return Remediation("torch is not installed in this Python environment.", [pip_command(stable_wheel())])
+        return Remediation("torch is not installed in this Python environment.", [install])
     if "undefined symbol" in error or "cannot open shared object" in error or ".so" in error:
         return Remediation(
             "A CUDA library that torch loads is missing or shadowed by another copy (often a "
             "system CUDA on LD_LIBRARY_PATH ahead of pip's nvidia-* packages).",
-            ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python -c 'import torch'", pip_command(stable_wheel())],
+            ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python -c 'import torch'", reinstall(install)],
         )
     return Remediation(
         "Reinstall torch into a clean virtual environment.",
-        ["python -m venv fresh && . fresh/bin/activate", pip_command(stable_wheel())],
+        ["python -m venv fresh && . fresh/bin/activate", install],
     )
 
 
+def capabilities(gpus: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [tuple(g["compute_capability"]) for g in gpus if g.get("compute_capability")]
+
+
+def nvml_capabilities(nvml: dict[str, Any]) -> list[tuple[int, int]]:
+    return capabilities([g for g in nvml.get("gpus", []) if usable(g)])
+
+
 def judge_cuda_driver(
-    torch: dict[str, Any], nvml: dict[str, Any], machine: str = "x86_64", os_release: dict[str, str] | None = None
+    torch: dict[str, Any],
+    nvml: dict[str, Any],
+    platform: str = "linux_x86_64",
+    os_release: dict[str, str] | None = None,
 ) -> Result:
     """The driver against the CUDA release torch was actually built with (an official wheel's toolkit update,
-    e.g. 13.0.2 for cu130): below the CUDA family's minimum it cannot run; between that and the build's own
-    minimum it runs through minor-version compatibility only."""
+    e.g. 13.0.2 for cu130), on this platform: below the CUDA family's minimum it cannot run; between that and
+    the build's own minimum it runs through minor-version compatibility only."""
     built = torch.get("cuda")
     driver = nvml.get("driver_version")
     if not built:
         return Result(Status.SKIP, "CPU-only torch build (see torch.cuda-available)")
-    toolkit = build_toolkit(torch)
-    family_min = compat.family_minimum(built)  # None before CUDA 11: no minor-version compatibility
-    toolkit_min = compat.toolkit_minimum(toolkit)
+    installed = compat.installed_build(torch, platform)
+    toolkit = installed.toolkit or built
+    family_min = compat.family_minimum(built, platform)  # None before CUDA 11: no minor-version compatibility
+    toolkit_min = compat.toolkit_minimum(toolkit, platform)
     hard_min = family_min or toolkit_min
     metrics = [
         Metric(
@@ -144,7 +109,7 @@ def judge_cuda_driver(
             Status.FAIL,
             f"torch is built for CUDA {toolkit}, which needs driver >= {hard_min}; this node has {driver}",
             metrics=metrics,
-            remediation=_older_driver_fix(driver, toolkit_min or hard_min, nvml, machine, os_release),
+            remediation=compat.driver_fix(nvml_capabilities(nvml), driver, platform, os_release, installed),
         )
     if toolkit_min and compat.older(driver, toolkit_min):
         return Result(
@@ -154,84 +119,50 @@ def judge_cuda_driver(
             metrics=metrics,
             remediation=Remediation(
                 "Upgrade the driver for full CUDA support.",
-                compat.driver_install(toolkit_min, os_release),
+                compat.driver_install(toolkit_min, os_release, platform),
             ),
         )
     return Result(Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
 
 
-def judge_driver_for_wheels(nvml: dict[str, Any], os_release: dict[str, str] | None = None) -> Result:
-    """Whether any current official torch CUDA wheel (data/cuda.toml) runs on this driver: fully (the driver
-    reaches the minimum of the toolkit the wheel is built with), through minor-version compatibility only,
-    or not at all (a driver older than the oldest wheel's CUDA family minimum)."""
+def judge_driver_for_wheels(
+    nvml: dict[str, Any], platform: str = "linux_x86_64", os_release: dict[str, str] | None = None
+) -> Result:
+    """A capture judged without torch facts: which official torch builds this driver runs with kernels for
+    every GPU in it. The torch the node uses is unknown, so a driver that runs only older builds warns and
+    names the newest it runs; it never fails."""
     driver = nvml.get("driver_version")
     if not driver:
         return Result(Status.SKIP, "the driver version is not in this capture")
-    table = cuda_table()
-    wheels = table["wheel"]
-    oldest = wheels[-1]
-    family_min = compat.family_minimum(oldest["cuda"]) or ""
-    full_min = compat.toolkit_minimum(oldest["build"]) or family_min
+    caps = nvml_capabilities(nvml)
+    newest = compat.newest_build(caps, platform)
     cuda = cuda_version_text(nvml.get("cuda_driver_version"))
+    fix = compat.driver_fix(caps, driver, platform, os_release)
+    if newest is None:
+        return Result(Status.WARN, f"no official torch build has kernels for these GPUs ({fix.why})", remediation=fix)
+    minimum = compat.toolkit_minimum(newest.toolkit, platform)
     metrics = [
         Metric(
             "driver_version",
             driver,
-            expected=f">= {family_min}",
-            expected_source=f"CUDA {oldest['build']} release notes and minor-version compatibility "
-            f"(the oldest current torch wheel, {oldest['tag']})",
+            expected=f">= {minimum}",
+            expected_source=f"CUDA {newest.toolkit} release notes (torch {newest.torch}'s default build, {newest.tag})",
         )
     ]
-    full = [w for w in wheels if not compat.older(driver, compat.toolkit_minimum(w["build"]) or "0")]
-    if full:
-        newer = wheels[: wheels.index(full[0])]
-        note = "".join(f"; {w['tag']} needs >= {compat.toolkit_minimum(w['build'])}" for w in newer)
+    keep = compat.keep_driver_build(caps, driver, platform)
+    if keep and keep.torch == newest.torch and compat.driver_runs(driver, keep) == "full":
+        note = "" if keep == newest else f"; {newest.tag} needs >= {minimum}"
         return Result(
             Status.PASS,
-            f"driver {driver} (CUDA {cuda}) runs the current torch wheels up to {full[0]['tag']}{note}",
+            f"driver {driver} (CUDA {cuda}) runs {keep.name}, the newest torch release{note}",
             metrics=metrics,
         )
-    stable = next(w for w in wheels if w["tag"] == stable_wheel())
-    upgrade = compat.driver_install(compat.toolkit_minimum(stable["build"]) or family_min, os_release)
-    if not compat.older(driver, family_min):
-        return Result(
-            Status.WARN,
-            f"driver {driver} (CUDA {cuda}) runs the current torch wheels ({oldest['tag']}) only through "
-            f"minor-version compatibility (full support from {full_min}): no PTX JIT for newer code",
-            metrics=metrics,
-            remediation=Remediation("Upgrade the driver for full CUDA support.", upgrade),
-        )
-    runs = compat.newest_cuda_run(driver)
+    runs = compat.runs_summary(keep, driver, caps) if keep else "no official torch CUDA build runs on it"
     return Result(
         Status.WARN,
-        f"driver {driver} (CUDA {cuda}) is older than every current torch CUDA wheel: the oldest, "
-        f"{oldest['tag']} (CUDA {oldest['cuda']}), needs driver >= {family_min} ({full_min} for full support); "
-        f"it runs torch builds for CUDA {runs or 'none known'}",
+        f"driver {driver} (CUDA {cuda}): {runs}; {newest.name} needs >= {minimum}",
         metrics=metrics,
-        remediation=Remediation(
-            f"Without torch facts this capture cannot say which torch the node uses: a torch built for CUDA "
-            f"{runs or cuda} runs here. For a current wheel, upgrade the driver (the default {stable['tag']} wheel "
-            f"needs >= {compat.toolkit_minimum(stable['build'])}).",
-            [*upgrade, "nvidia-smi | head -4"],
-        ),
-    )
-
-
-def _older_driver_fix(
-    driver: str, needed: str, nvml: dict[str, Any], machine: str, os_release: dict[str, str] | None
-) -> Remediation:
-    caps = [tuple(g["compute_capability"]) for g in nvml.get("gpus", []) if usable(g) and g.get("compute_capability")]
-    tag = wheel_for(caps, machine, driver)
-    driver_cuda = cuda_version_text(nvml.get("cuda_driver_version"))
-    if tag is None:
-        return Remediation(
-            f"No official torch wheel runs on driver {driver} (CUDA {driver_cuda}) with these GPUs: upgrade the "
-            f"driver to >= {needed}.",
-            [*compat.driver_install(needed, os_release), "nvidia-smi | head -4"],
-        )
-    return Remediation(
-        f"Upgrade the driver to >= {needed}, or install the torch build this driver runs ({tag}).",
-        [pip_command(tag), "nvidia-smi | head -4"],
+        remediation=fix,
     )
 
 
@@ -240,32 +171,22 @@ def _older_driver_fix(
 FORWARD_COMPAT_ERRORS = (803, 804)
 
 
-def build_toolkit(torch: dict[str, Any]) -> str:
-    """The CUDA toolkit torch was built with: an official wheel's exact update (its +cuXYZ tag), else the
-    release torch reports."""
-    built = torch.get("cuda") or ""
-    tag = str(torch.get("version", "")).partition("+")[2]
-    wheel = next((w for w in cuda_table()["wheel"] if w["tag"] == tag and w["cuda"] == built), None)
-    return wheel["build"] if wheel else built
-
-
 def judge_cuda_available(
-    torch: dict[str, Any], nvml: dict[str, Any], env: dict[str, str], machine: str = "x86_64"
+    torch: dict[str, Any],
+    nvml: dict[str, Any],
+    env: dict[str, str],
+    platform: str = "linux_x86_64",
+    os_release: dict[str, str] | None = None,
 ) -> Result:
     gpus = [g for g in nvml.get("gpus", []) if usable(g)]
     if not gpus:
         detail = "" if not torch.get("cuda") else " (a CUDA build, but this machine has no usable NVIDIA GPU)"
         return Result(Status.SKIP, f"NVML sees no GPU{detail}")
     if not torch.get("cuda"):
-        caps = [tuple(g["compute_capability"]) for g in gpus if g.get("compute_capability")]
-        tag = wheel_for(caps, machine, nvml.get("driver_version"))
         return Result(
             Status.FAIL,
             f"torch {torch.get('version')} is a CPU-only build on a machine with {len(gpus)} NVIDIA GPUs",
-            remediation=Remediation(
-                "Install a CUDA build of torch.",
-                [pip_command(tag)] if tag else [NO_WHEEL_FIX],
-            ),
+            remediation=compat.driver_fix(capabilities(gpus), nvml.get("driver_version"), platform, os_release),
         )
     broken = [d for d in torch.get("devices") or [] if d.get("error")]
     if broken:
@@ -320,7 +241,11 @@ def device_capabilities(torch: dict[str, Any], gpus: list[dict[str, Any]]) -> li
 
 
 def judge_arch(
-    torch: dict[str, Any], gpus: list[dict[str, Any]], driver: str | None, machine: str = "x86_64"
+    torch: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    driver: str | None,
+    platform: str = "linux_x86_64",
+    os_release: dict[str, str] | None = None,
 ) -> Result:
     if not torch.get("cuda"):
         return Result(Status.SKIP, "CPU-only torch build")
@@ -329,30 +254,17 @@ def judge_arch(
     rows = []
     for gpu in devices:
         cap = tuple(gpu["compute_capability"])
-        ok = covered(cap, arch_list, torch.get("cuda"))
+        ok = compat.covered(cap, arch_list, torch.get("cuda"))
         verdict = "covered" if ok else "has no kernels in this build"
         rows.append(gpu_row(gpu, Status.PASS if ok else Status.FAIL, f"sm_{cap[0]}{cap[1]} {verdict}"))
-    tag = wheel_for([tuple(g["compute_capability"]) for g in devices], machine, driver)
-    fix = (
-        Remediation(
-            f"This torch ships kernels for {' '.join(arch_list)} only; training fails with 'no kernel image is "
-            f"available'. The {tag} build covers these GPUs.",
-            [pip_command(tag)],
-        )
-        if tag
-        else Remediation(
-            f"This torch ships kernels for {' '.join(arch_list)} only, and no official torch wheel for {machine} "
-            "(data/cuda.toml) covers these GPUs on this driver.",
-            [NO_WHEEL_FIX],
-        )
+    way = compat.driver_fix(capabilities(devices), driver, platform, os_release)
+    fix = Remediation(
+        f"This torch ships kernels for {' '.join(arch_list)} only; training fails with 'no kernel image is "
+        f"available'. {way.why}",
+        way.commands,
+        way.instead,
     )
     return from_rows(rows, f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})", fix)
-
-
-NO_WHEEL_FIX = (
-    "no official wheel fits: build torch with TORCH_CUDA_ARCH_LIST set to these GPUs, or use a vendor build "
-    "(NVIDIA NGC container)"
-)
 
 
 def cudnn_version_tuple(version: int) -> tuple[int, int, int]:
@@ -395,7 +307,7 @@ def judge_nccl(torch: dict[str, Any]) -> Result:
         return Result(
             Status.FAIL,
             "torch.distributed is not available in this build",
-            remediation=Remediation("Install an official torch build.", [pip_command(stable_wheel())]),
+            remediation=Remediation("Install an official torch build.", [reinstall(default_command())]),
         )
     if not torch.get("cuda"):
         status = Status.PASS if info.get("gloo_backend") else Status.FAIL
@@ -490,7 +402,7 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
 @check("torch.import", "torch imports", uses=("torch",))
 def torch_imports(ctx: CheckContext) -> Result:
     """torch imports; when it does not, the real cause (missing library, shadowed .so)."""
-    return judge_import(ctx.torch)
+    return judge_import(ctx.torch, ctx.platform)
 
 
 @check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("nvml",), uses=("torch", "system"))
@@ -499,22 +411,24 @@ def cuda_driver(ctx: CheckContext) -> Result:
     capture without torch facts, the driver against every current torch CUDA wheel."""
     os_release = ctx.system.get("os_release")
     if "torch" not in ctx.gathered:
-        return judge_driver_for_wheels(ctx.nvml, os_release)
+        return judge_driver_for_wheels(ctx.nvml, ctx.platform, os_release)
     if not ctx.torch.get("importable"):
         return Result(Status.SKIP, "torch does not import; see torch.import")
-    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.machine, os_release)
+    return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.platform, os_release)
 
 
 @check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))
 def cuda_available(ctx: CheckContext) -> Result:
     """A CUDA build that initialises CUDA where NVML sees GPUs; when not, the cause."""
-    return judge_cuda_available(ctx.torch, ctx.nvml, ctx.system.get("env", {}), ctx.system.get("machine", "x86_64"))
+    system = ctx.system
+    return judge_cuda_available(ctx.torch, ctx.nvml, system.get("env", {}), ctx.platform, system.get("os_release"))
 
 
 @check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"), uses=("system",))
 def arch(ctx: CheckContext) -> Result:
     """Each GPU's compute capability against torch's compiled arch list, by torch's own loading rule."""
-    return judge_arch(ctx.torch, ctx.gpus, ctx.nvml.get("driver_version"), ctx.system.get("machine", "x86_64"))
+    driver = ctx.nvml.get("driver_version")
+    return judge_arch(ctx.torch, ctx.gpus, driver, ctx.platform, ctx.system.get("os_release"))
 
 
 @check("torch.cudnn", "cuDNN loads and matches", needs=("torch",))

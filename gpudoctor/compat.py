@@ -11,23 +11,37 @@ be asked: which builds exist, which driver each needs, and what to install inste
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.hardware import load_data
+from gpudoctor.model import Remediation
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 FIND_LINKS = f"{WHEEL_INDEX}/torch_stable.html"
 
 
+PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows")
+
+
+@cache
 def torch_table() -> dict[str, Any]:
     return load_data("torch.toml")
 
 
+@cache
 def nvidia_table() -> dict[str, Any]:
     return load_data("nvidia.toml")
+
+
+def platform_key(system: str | None, machine: str | None) -> str:
+    """The wheel platform of a host: Windows names its CPU AMD64 (or ARM64), Linux x86_64 or aarch64."""
+    if (system or "").lower().startswith(("win", "cygwin", "msys")):
+        return "windows"
+    return "linux_aarch64" if (machine or "").lower() in ("aarch64", "arm64") else "linux_x86_64"
 
 
 def version(text: str | None) -> Version | None:
@@ -82,13 +96,71 @@ def paired_torchvision(torch_version: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Build:
-    """One installable torch build: a release in one variant (cpu, cuXY), with the torchvision to install
-    beside it and how PyTorch's pages install it ("index" or "find-links")."""
+    """One installable torch build: a release in one variant (cpu, cuXY) for one platform, the toolkit its
+    Linux wheels were compiled with and the arch list it ships, with the torchvision to install beside it and
+    how PyTorch's pages install it ("index", "extra-index" or "find-links")."""
 
     torch: str
     tag: str
     torchvision: str | None
     install: str
+    platform: str = "linux_x86_64"
+    toolkit: str | None = None
+    arch: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"torch {self.torch}+{self.tag}"
+
+
+def build_row(torch_version: str, tag: str, platform: str) -> dict[str, Any] | None:
+    """The [[build]] row of this CUDA tag whose torch range holds this release and that lists this platform."""
+    wanted = version(release_of(torch_version))
+    for row in torch_table()["build"]:
+        first, last = version(row["torch_first"]), version(row["torch_last"])
+        if row["tag"] == tag and row.get(platform) and wanted and first and last and first <= wanted <= last:
+            return row
+    return None
+
+
+def build(torch_version: str | None, tag: str, platform: str = "linux_x86_64") -> Build | None:
+    """The official build of this release (or, for a patch release the table lacks, its series' newest) in
+    this variant for this platform; None where PyTorch published none."""
+    found = release(torch_version)
+    if not found or tag not in found.get(platform, []):
+        return None
+    row = build_row(found["torch"], tag, platform) if tag != "cpu" else {}
+    if row is None:
+        return None
+    return Build(
+        torch=found["torch"],
+        tag=tag,
+        torchvision=found.get("torchvision"),
+        install=found.get("install", "index"),
+        platform=platform,
+        toolkit=row.get("toolkit"),
+        arch=tuple(row.get(platform, ())),
+    )
+
+
+@cache
+def cuda_builds(platform: str) -> tuple[Build, ...]:
+    """Every official CUDA build for this platform, the newest release first and, within a release, the
+    newest CUDA first."""
+    found: list[Build] = []
+    for entry in sorted(torch_table()["release"], key=lambda r: Version(r["torch"]), reverse=True):
+        made = [build(entry["torch"], tag, platform) for tag in entry.get(platform, []) if tag.startswith("cu")]
+        found += sorted((b for b in made if b), key=lambda b: Version(b.toolkit or "0"), reverse=True)
+    return tuple(found)
+
+
+def default_build(platform: str = "linux_x86_64") -> Build:
+    """What a plain `pip install torch` gives today: the newest release's default CUDA variant (PyPI's build,
+    the one PyTorch's install selector offers first); its CPU build where it has no CUDA one here."""
+    newest = release(newest_torch()) or {}
+    tags = newest.get(platform, [])
+    tag = newest.get("pypi_default") if newest.get("pypi_default") in tags else next(iter(tags[::-1]), "cpu")
+    return build(newest_torch(), tag, platform) or Build(newest_torch(), "cpu", None, "index", platform)
 
 
 def variant_of(torch: dict[str, Any]) -> str:
@@ -100,30 +172,44 @@ def variant_of(torch: dict[str, Any]) -> str:
     return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
 
 
+def installed_build(torch: dict[str, Any], platform: str = "linux_x86_64") -> Build:
+    """The installed torch as a Build: the table's row for its release and variant where there is one (its
+    toolkit and arch list), else what torch itself reports."""
+    tag = variant_of(torch)
+    known = build(torch.get("version"), tag, platform)
+    reported = torch.get("cuda")
+    if known and reported and not (known.toolkit or "").startswith(f"{reported}."):
+        known = None  # not the official build of this tag: torch reports another CUDA
+    if known and known.torch == release_of(torch.get("version")):
+        return known
+    found = release(torch.get("version"))
+    install = found.get("install", "index") if found else "index"
+    toolkit = known.toolkit if known else torch.get("cuda")
+    arch = tuple(torch.get("arch_list") or (known.arch if known else ()))
+    return Build(release_of(torch.get("version")), tag, None, install, platform, toolkit, arch)
+
+
 def install_command(chosen: Build) -> str:
-    """One pip command that installs this build with its torchvision, as PyTorch's previous-versions page
-    gives it: local versions from the find-links page (1.2 to 1.10) or the variant's extra index (1.11 to
-    1.13), the variant's index (2.0 on)."""
-    if chosen.install in ("find-links", "extra-index"):
-        local, page = f"+{chosen.tag}", f"{WHEEL_INDEX}/{chosen.tag}"
-        vision = f" torchvision=={chosen.torchvision}{local}" if chosen.torchvision else " torchvision"
-        where = f"-f {FIND_LINKS}" if chosen.install == "find-links" else f"--extra-index-url {page}"
-        return f"pip install torch=={chosen.torch}{local}{vision} {where}"
-    vision = f" {_pinned('torchvision', chosen.torchvision)}" if chosen.torchvision else " torchvision"
-    return f"pip install torch=={chosen.torch}{vision} --index-url {WHEEL_INDEX}/{chosen.tag}"
-
-
-def _pinned(name: str, release_or_series: str) -> str:
-    """`name==0.29.1` for a release, `'name==0.29.*'` (quoted for the shell) for a series."""
-    return f"'{name}=={release_or_series}.*'" if release_or_series.count(".") == 1 else f"{name}=={release_or_series}"
+    """One pip command that installs this build with its torchvision, where PyTorch's previous-versions page
+    has them: the find-links page (1.0 to 1.10), the variant's extra index (1.11 to 1.13), the variant's index
+    (2.0 on). Versions carry the variant's local tag (`==2.14.0+cu126`), so pip replaces an installed build
+    of the same release in another variant instead of keeping it as satisfying `==2.14.0`."""
+    local = f"+{chosen.tag}"
+    if chosen.torchvision is None:
+        vision = " torchvision"
+    elif chosen.torchvision.count(".") == 1:
+        vision = f" 'torchvision=={chosen.torchvision}.*'"  # a release series, quoted for the shell
+    else:
+        vision = f" torchvision=={chosen.torchvision}{local}"
+    page = f"{WHEEL_INDEX}/{chosen.tag}"
+    where = {"find-links": f"-f {FIND_LINKS}", "extra-index": f"--extra-index-url {page}"}
+    return f"pip install torch=={chosen.torch}{local}{vision} {where.get(chosen.install, f'--index-url {page}')}"
 
 
 def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
     """Reinstall torchvision beside this torch, keeping torch exactly as it is (its release and variant); with
     no torchvision named, pip picks the one that declares this torch."""
-    found = release(torch.get("version"))
-    install = found.get("install", "index") if found else "index"
-    return install_command(Build(release_of(torch.get("version")), variant_of(torch), torchvision, install))
+    return install_command(replace(installed_build(torch), torchvision=torchvision))
 
 
 # --- CUDA and the driver --------------------------------------------------------------------------------------
@@ -141,11 +227,13 @@ def newest_cuda_run(driver: str | None) -> str | None:
 
 
 def toolkit_minimum(toolkit: str | None, platform: str = "linux_x86_64") -> str | None:
-    """The release notes' minimum driver for this toolkit update, else for its GA release (Table 3)."""
+    """The release notes' minimum driver for this toolkit update, else for its GA release (Table 3). Table 3
+    gives no Windows figure for CUDA 13: there the family's minimum (Table 2, ">= 580") stands for it."""
     if not toolkit:
         return None
     table = nvidia_table()["toolkit_minimum_windows" if platform == "windows" else "toolkit_minimum_linux"]
-    return table.get(toolkit) or table.get(".".join(toolkit.split(".")[:2]))
+    found = table.get(toolkit) or table.get(".".join(toolkit.split(".")[:2]))
+    return found or (family_minimum(toolkit, platform) if platform == "windows" else None)
 
 
 def family_minimum(toolkit: str | None, platform: str = "linux_x86_64") -> str | None:
@@ -163,6 +251,162 @@ def newest_arch(toolkit: str | None) -> int | None:
     if not toolkit:
         return None
     return nvidia_table()["toolkit_newest_arch"].get(".".join(toolkit.split(".")[:2]))
+
+
+def driver_runs(driver: str | None, chosen: Build) -> str | None:
+    """How this driver runs a CUDA build: "full" (it reaches the minimum of the toolkit the build was compiled
+    with, on the build's platform), "compat" (only the CUDA family's minor-version-compatibility minimum,
+    CUDA 11 on), or None (too old, or either version unknown)."""
+    if not driver or not chosen.toolkit:
+        return None
+    if not older(driver, toolkit_minimum(chosen.toolkit, chosen.platform) or "999"):
+        return "full"
+    family = family_minimum(chosen.toolkit, chosen.platform)
+    return "compat" if family and not older(driver, family) else None
+
+
+# --- torch's rule for which GPU runs which kernels ------------------------------------------------------------
+def cubin_devices(code: int, toolkit: str | None) -> set[int]:
+    """The compute capabilities (10 x major + minor) a plain or family cubin for `code` runs on, by torch's
+    own rule (torch.toml [arch_rule])."""
+    rule = torch_table()["arch_rule"]
+    if str(code) in rule["only"]:
+        return set(rule["only"][str(code)])
+    excluded = set(rule["exclude"].get(str(code), []))
+    if toolkit and not older(toolkit, rule["sbsa_unified_from"]) and code in rule["sbsa_unified"]:
+        excluded = set()
+    major = code // 10
+    return {major * 10 + minor for minor in range(code % 10, 10)} - excluded
+
+
+def runs_on(arch: str, capability: tuple[int, int], toolkit: str | None) -> bool:
+    """torch's rule for one `sm_XY[a|f]` or `compute_XY[a|f]` entry: `_check_capability` judges a PTX entry
+    like a cubin of its number (the same major), and an `a` entry serves only X.Y."""
+    code = arch.partition("_")[2]
+    number = int(code.rstrip("af"))
+    device = capability[0] * 10 + capability[1]
+    if code.endswith("a"):
+        return device == number
+    return device in cubin_devices(number, toolkit)
+
+
+def covered(capability: tuple[int, int], arch_list: list[str] | tuple[str, ...], toolkit: str | None) -> bool:
+    """Whether a build with this arch list runs on a device of this compute capability: the CUDA it was built
+    with knows the architecture (its libraries ship nothing for a newer one) and some entry serves it."""
+    newest = newest_arch(toolkit)
+    if newest is not None and capability[0] * 10 + capability[1] > newest:
+        return False
+    return any(runs_on(arch, capability, toolkit) for arch in arch_list)
+
+
+def covers(chosen: Build, capabilities: list[tuple[int, int]]) -> bool:
+    return all(covered(c, chosen.arch, chosen.toolkit) for c in capabilities)
+
+
+# --- which build to install -----------------------------------------------------------------------------------
+def keep_driver_build(
+    capabilities: list[tuple[int, int]], driver: str | None, platform: str, level: str | None = None
+) -> Build | None:
+    """The build to install keeping this driver: of the newest release with a build that has kernels for every
+    one of these GPUs and that this driver runs (fully or through minor-version compatibility, an officially
+    supported way to run CUDA 11 on), the build it runs fully where there is one. With `level` "full", only
+    builds it runs fully count. None when none fits."""
+    fitting = [b for b in cuda_builds(platform) if covers(b, capabilities) and driver_runs(driver, b) in _LEVELS[level]]
+    if not fitting:
+        return None
+    newest = [b for b in fitting if b.torch == fitting[0].torch]
+    return next((b for b in newest if driver_runs(driver, b) == "full"), newest[0])
+
+
+_LEVELS = {None: ("full", "compat"), "full": ("full",)}
+
+
+def newest_build(capabilities: list[tuple[int, int]], platform: str) -> Build | None:
+    """The build to upgrade to: of the newest release with a build for every one of these GPUs, its default
+    variant where that covers them, else its newest CUDA that does."""
+    fitting = [b for b in cuda_builds(platform) if covers(b, capabilities)]
+    if not fitting:
+        return None
+    newest = [b for b in fitting if b.torch == fitting[0].torch]
+    default = (release(fitting[0].torch) or {}).get("pypi_default")
+    return next((b for b in newest if b.tag == default), newest[0])
+
+
+def driver_fix(
+    capabilities: list[tuple[int, int]],
+    driver: str | None,
+    platform: str,
+    os_release: dict[str, str] | None,
+    wanted: Build | None = None,
+) -> Remediation:
+    """Both ways out of a driver/wheel mismatch, ranked: keep the driver and install the newest build that
+    runs on it and on every GPU here, or upgrade the driver (a package this distribution ships, NVIDIA's
+    download on Windows) for the build wanted (the installed torch where it covers these GPUs, else the
+    newest that does). Keeping the driver ranks first when it installs a release no older than the wanted
+    one (a variant change, no root, no reboot); else the upgrade."""
+    target = wanted if wanted and wanted.toolkit and covers(wanted, capabilities) else None
+    target = target or newest_build(capabilities, platform)
+    keep = keep_driver_build(capabilities, driver, platform)
+    if target is None:
+        return Remediation(
+            f"No official torch build has kernels for {_arch_names(capabilities)}: build torch from source with "
+            "TORCH_CUDA_ARCH_LIST naming them, or use a vendor build (NVIDIA NGC container).",
+            ["nvidia-smi --query-gpu=name,compute_cap --format=csv"],
+        )
+    if driver_runs(driver, target) == "full":
+        return Remediation(f"Install {target.name}: driver {driver} runs it.", [install_command(target)])
+    upgrade = _upgrade_way(target, driver, os_release, installed=target is wanted)
+    if keep is None or upgrade is None:
+        return upgrade or (_keep_way(keep, driver, capabilities) if keep else _unknown_way(target))
+    keeping = _keep_way(keep, driver, capabilities)
+    if not older(keep.torch, target.torch):
+        return replace(keeping, instead=upgrade)
+    return replace(upgrade, instead=keeping)
+
+
+def _unknown_way(target: Build) -> Remediation:
+    return Remediation(
+        f"No minimum driver is known for CUDA {target.toolkit}: install the newest driver of your distribution "
+        f"or NVIDIA's, then {target.name}.",
+        ["nvidia-smi | head -4", install_command(target)],
+    )
+
+
+def _keep_way(keep: Build, driver: str | None, capabilities: list[tuple[int, int]]) -> Remediation:
+    return Remediation(
+        f"Keep driver {driver}: {runs_summary(keep, driver, capabilities)}, with kernels for every GPU here.",
+        [install_command(keep)],
+    )
+
+
+def runs_summary(keep: Build, driver: str | None, capabilities: list[tuple[int, int]]) -> str:
+    """ "torch 2.7.1+cu118 (CUDA 11.8.0) is the newest official build it runs, through minor-version
+    compatibility (torch 1.12.1+cu113 fully)"."""
+    text = f"{keep.name} (CUDA {keep.toolkit}) is the newest official build it runs"
+    if driver_runs(driver, keep) == "full":
+        return text
+    fully = keep_driver_build(capabilities, driver, keep.platform, "full")
+    return text + ", through minor-version compatibility" + (f" ({fully.name} fully)" if fully else "")
+
+
+def _upgrade_way(
+    target: Build, driver: str | None, os_release: dict[str, str] | None, installed: bool
+) -> Remediation | None:
+    """Upgrade the driver to the minimum of the target's toolkit, then install the target unless it is the
+    torch already installed; None where that minimum is unknown."""
+    needed = toolkit_minimum(target.toolkit, target.platform)
+    if not needed:
+        return None
+    then = [] if installed else [install_command(target)]
+    keeps = "keep the installed torch" if installed else f"install {target.name}"
+    return Remediation(
+        f"Upgrade the driver to >= {needed} (CUDA {target.toolkit} needs it) and {keeps}.",
+        [*driver_install(needed, os_release, target.platform), *then],
+    )
+
+
+def _arch_names(capabilities: list[tuple[int, int]]) -> str:
+    return ", ".join(f"sm_{major}{minor}" for major, minor in sorted(set(capabilities))) or "these GPUs"
 
 
 def driver_branch(minimum: str) -> int | None:

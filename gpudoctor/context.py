@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor import compat
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.expect import Expectation
@@ -86,6 +87,11 @@ class CheckContext:
     @property
     def machine(self) -> str:
         return self.system.get("machine") or "x86_64"
+
+    @property
+    def platform(self) -> str:
+        """The wheel platform of the host judged: linux_x86_64, linux_aarch64 or windows."""
+        return compat.platform_key(self.system.get("os"), self.machine)
 
     @property
     def gpus(self) -> list[GpuFacts]:

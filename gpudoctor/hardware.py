@@ -23,10 +23,6 @@ def hardware() -> dict[str, Any]:
     return load_data("hardware.toml")
 
 
-def cuda_table() -> dict[str, Any]:
-    return load_data("cuda.toml")
-
-
 NVIDIA_VENDOR_ID = 0x10DE
 
 

@@ -56,10 +56,12 @@ class Metric:
 
 @dataclass
 class Remediation:
-    """Why it matters, and the exact commands that fix it."""
+    """Why it matters, and the exact commands that fix it; `instead`, where there is one, is the other way to
+    fix it, ranked second (keep the driver and change torch, or upgrade the driver and keep torch)."""
 
     why: str
     commands: list[str] = field(default_factory=list)
+    instead: Remediation | None = None
 
 
 @dataclass
@@ -114,11 +116,17 @@ class Result:
         return {"check_id": data.pop("check_id"), **data}
 
 
+def _remediation(data: dict[str, Any]) -> Remediation:
+    given = _known(Remediation, data)
+    given["instead"] = _remediation(data["instead"]) if data.get("instead") else None
+    return Remediation(**given)
+
+
 def result_from_dict(data: dict[str, Any]) -> Result:
     """A Result as a report document holds it (`Result.to_dict`); fields a report of an older schema lacks
     take their defaults. Types are not checked here (see `gpudoctor.vetting`)."""
     given = _known(Result, data)
-    given["remediation"] = Remediation(**_known(Remediation, data["remediation"])) if data.get("remediation") else None
+    given["remediation"] = _remediation(data["remediation"]) if data.get("remediation") else None
     given["metrics"] = [_metric(m) for m in data.get("metrics", [])]
     given["rows"] = [_row(r) for r in data.get("rows", [])]
     return Result(**given)
@@ -182,5 +190,6 @@ def from_rows(
         summary += f"; and {len(bad) - 3} more"
     if remediation:
         targets = ",".join(r.target for r in bad) or "<GPU>"
-        remediation = Remediation(remediation.why, [c.replace("<GPU>", targets) for c in remediation.commands])
+        commands = [c.replace("<GPU>", targets) for c in remediation.commands]
+        remediation = Remediation(remediation.why, commands, remediation.instead)
     return Result(status, summary, remediation=remediation, rows=rows, metrics=metrics)

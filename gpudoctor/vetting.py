@@ -77,6 +77,7 @@ def _remediation(fix: Any, where: str) -> None:
     _require(isinstance(fix, Remediation), f"{where}a remediation that is {shown(fix)}")
     good = isinstance(fix.why, str) and isinstance(fix.commands, list) and all(isinstance(c, str) for c in fix.commands)
     _require(good, f"{where}a remediation whose why or commands are not text")
+    _remediation(fix.instead, where)
 
 
 def _metrics(metrics: Any, where: str) -> None:

@@ -201,26 +201,36 @@ def test_what_a_capture_cannot_hold_skips_saying_so(name: str) -> None:
     assert results["health.nvlink"].summary == "NVLink state: not in this capture"
 
 
-def test_old_driver_warns_naming_the_oldest_wheel_and_what_it_runs() -> None:
+def test_old_driver_warns_naming_the_newest_build_it_runs() -> None:
     """A capture holds no torch facts: a node on an old driver may run an old torch well (a working torch 1.x
-    cu113 on R470 was once failed here), so it warns, saying which CUDA builds the driver runs."""
+    cu113 on R470 was once failed here), so it warns, naming the newest torch build the driver runs on its
+    GPUs, and offers both ways: keep the driver with that build, or upgrade it for the newest."""
     result = judge(capture("quadro-p400"))["torch.cuda-driver"]
     assert result.status == Status.WARN
     assert result.summary == (
-        "driver 418.43 (CUDA 10.1) is older than every current torch CUDA wheel: the oldest, cu126 (CUDA 12.6), "
-        "needs driver >= 525.60.13 (560.35.05 for full support); it runs torch builds for CUDA 10.1"
+        "driver 418.43 (CUDA 10.1): torch 1.8.1+cu101 (CUDA 10.1.243) is the newest official build it runs; "
+        "torch 2.15.0+cu132 needs >= 595.71.05"
     )
-    assert "runs torch builds for CUDA 11.x" in judge(capture("a10g"))["torch.cuda-driver"].summary
-    assert result.remediation is not None
-    assert "R580 or newer" in result.remediation.commands[0]  # the capture does not say the distribution
+    assert "R595 or newer" in result.remediation.commands[0]  # the capture does not say the distribution
+    assert result.remediation.instead.commands == [
+        "pip install torch==1.8.1+cu101 torchvision==0.9.1+cu101 -f https://download.pytorch.org/whl/torch_stable.html"
+    ]
+    a10g = judge(capture("a10g"))["torch.cuda-driver"].summary
+    assert "torch 2.7.1+cu118 (CUDA 11.8.0) is the newest official build it runs, through minor-version" in a10g
+    assert "(torch 2.0.1+cu117 fully)" in a10g
 
 
-def test_driver_between_family_and_build_minimum_warns_and_new_driver_names_its_newest_wheel() -> None:
-    assert "minor-version compatibility" in judge(capture("a100-sxm4-v12"))["torch.cuda-driver"].summary
-    newest = judge(capture("rtx-3080-v13"))["torch.cuda-driver"].summary
-    assert newest == "driver 595.58.03 (CUDA 13.2) runs the current torch wheels up to cu132"
-    older = judge(capture("dual_a5000-v13"))["torch.cuda-driver"].summary
-    assert older.endswith("up to cu130; cu132 needs >= 595.58.03")
+def test_driver_between_family_and_build_minimum_warns_and_new_driver_names_its_newest_build() -> None:
+    a100 = judge(capture("a100-sxm4-v12"))["torch.cuda-driver"]
+    assert a100.status == Status.WARN and "minor-version compatibility" in a100.summary
+    assert a100.remediation.commands == [
+        "pip install torch==2.15.0+cu126 torchvision --index-url https://download.pytorch.org/whl/cu126"
+    ]  # keeping the driver ranks first: it keeps the newest release
+    newest = judge(capture("rtx-3080-v13"))["torch.cuda-driver"]
+    assert newest.status == Status.PASS
+    assert newest.summary == (
+        "driver 595.58.03 (CUDA 13.2) runs torch 2.15.0+cu130, the newest torch release; cu132 needs >= 595.71.05"
+    )
 
 
 def test_narrow_link_is_flagged_and_idle_downshift_is_not() -> None:

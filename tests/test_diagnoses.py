@@ -14,7 +14,7 @@ from gpudoctor.checks import compute, ddp, health, torch_build
 
 from gpudoctor import compat, expect
 from gpudoctor.facts.system import parse_events
-from gpudoctor.hardware import cuda_table, gpu_model
+from gpudoctor.hardware import gpu_model
 
 H100 = load_snapshot("h100-sxm-8x")
 
@@ -43,7 +43,7 @@ H100 = load_snapshot("h100-sxm-8x")
     ],
 )
 def test_torch_arch_rule(arch: str, capability: tuple[int, int], torch_cuda: str, runs: bool) -> None:
-    assert torch_build.runs_on(arch, capability, torch_cuda) is runs
+    assert compat.runs_on(arch, capability, torch_cuda) is runs
 
 
 def with_gpus(capability: list[int], arch_list: list[str], name: str = "NVIDIA B300 SXM6 AC") -> dict:
@@ -64,37 +64,48 @@ def test_a_family_cubin_covers_a_later_minor_of_its_family() -> None:
     assert result.status.value == "fail" and "sm_103 has no kernels in this build" in result.summary
 
 
-def test_no_wheel_is_named_that_lacks_the_gpu() -> None:
-    """Thor (11.0) has kernels only in the aarch64 CUDA 13 wheels; on x86_64 no official wheel fits."""
-    assert torch_build.wheel_for([(11, 0)], "x86_64", "590.48.01") is None
-    assert torch_build.wheel_for([(11, 0)], "aarch64", "590.48.01") == "cu130"
-    assert torch_build.wheel_for([(11, 0)], "aarch64", "595.71.05") == "cu132"
+def test_no_build_is_named_that_lacks_the_gpu() -> None:
+    """Thor (11.0) has kernels only in the aarch64 CUDA 13 builds; on x86_64 no official build fits."""
+    assert compat.keep_driver_build([(11, 0)], "595.71.05", "linux_x86_64") is None
+    assert compat.keep_driver_build([(11, 0)], "590.48.01", "linux_aarch64").name == "torch 2.15.0+cu130"
+    assert compat.keep_driver_build([(11, 0)], "595.71.05", "linux_aarch64").name == "torch 2.15.0+cu132"
     node = with_gpus([11, 0], ["sm_90"], "NVIDIA Thor")
     result = torch_build.judge_arch(node["torch"], node["gpus"], "590.48.01")
-    assert result.status.value == "fail" and "no official torch wheel for x86_64" in result.remediation.why
-    assert result.remediation.commands[0].startswith("no official wheel fits")
+    assert result.status.value == "fail" and "No official torch build has kernels for sm_110" in result.remediation.why
+    assert result.remediation.commands == ["nvidia-smi --query-gpu=name,compute_cap --format=csv"]
 
 
 @pytest.mark.parametrize(
-    "capability,driver,wheel",
+    "capability,driver,platform,build,runs",
     [
-        ((9, 0), "590.48.01", "cu130"),  # cu132 is built with 13.2.1 (595.58.03): full support wins
-        ((9, 0), "595.71.05", "cu132"),
-        ((9, 0), "535.104.05", "cu126"),  # only minor-version compatibility: CUDA 12's family minimum
-        ((7, 0), "595.71.05", "cu126"),  # Volta left the CUDA 13 wheels
-        ((6, 1), "595.71.05", "cu126"),
-        ((10, 0), "535.104.05", None),  # Blackwell needs a CUDA 13 wheel, and that a 580+ driver
-        ((3, 7), "595.71.05", None),
+        ((9, 0), "590.48.01", "linux_x86_64", "2.15.0+cu130", "full"),  # cu132 is built with 13.2.2 (595.71.05)
+        ((9, 0), "595.71.05", "linux_x86_64", "2.15.0+cu132", "full"),
+        ((9, 0), "535.104.05", "linux_x86_64", "2.15.0+cu126", "compat"),  # CUDA 12's family minimum
+        ((7, 0), "595.71.05", "linux_x86_64", "2.15.0+cu126", "full"),  # Volta left the CUDA 13 builds
+        ((6, 1), "595.71.05", "linux_x86_64", "2.15.0+cu126", "full"),
+        ((3, 7), "595.71.05", "linux_x86_64", "2.7.1+cu118", "full"),  # Kepler's last official kernels
+        ((8, 6), "470.82.01", "linux_x86_64", "2.7.1+cu118", "compat"),  # CUDA 11's family minimum 450.80.02
+        ((7, 5), "418.87.00", "linux_x86_64", "1.8.1+cu101", "full"),  # no minor-version compatibility before 11
+        ((6, 1), "384.81", "linux_x86_64", "1.1.0+cu90", "full"),
+        ((12, 0), "570.124.06", "linux_x86_64", "2.11.0+cu128", "full"),  # RTX 50 below 580: the last cu128
+        ((8, 6), "472.12", "windows", "2.7.1+cu118", "compat"),  # Windows numbers: CUDA 11 from 452.39
     ],
 )
-def test_wheel_for(capability: tuple[int, int], driver: str, wheel: str | None) -> None:
-    assert torch_build.wheel_for([capability], "x86_64", driver) == wheel
+def test_the_newest_build_a_driver_runs(
+    capability: tuple[int, int], driver: str, platform: str, build: str, runs: str
+) -> None:
+    chosen = compat.keep_driver_build([capability], driver, platform)
+    assert (chosen.name, compat.driver_runs(driver, chosen)) == (f"torch {build}", runs)
 
 
-def test_wheel_matrix_and_minimum_drivers_follow_the_release_notes() -> None:
-    table = cuda_table()
-    assert [w["tag"] for w in table["wheel"]] == ["cu132", "cu130", "cu126"]
-    assert [w["build"] for w in table["wheel"]] == ["13.2.1", "13.0.2", "12.6.3"]
+def test_no_build_runs_on_a_driver_older_than_every_toolkit_of_the_gpu() -> None:
+    assert compat.keep_driver_build([(10, 0)], "470.82.01", "linux_x86_64") is None  # Blackwell: CUDA 12.8 on
+
+
+def test_build_matrix_and_minimum_drivers_follow_the_release_notes() -> None:
+    assert compat.default_build("linux_x86_64") == compat.build("2.15.0", "cu132", "linux_x86_64")
+    assert compat.default_build("linux_x86_64").toolkit == "13.2.2"
+    assert [b.tag for b in compat.cuda_builds("linux_x86_64")[:3]] == ["cu132", "cu130", "cu126"]
     minimum = compat.nvidia_table()["toolkit_minimum_linux"]
     assert (minimum["11.0"], minimum["13.1"], minimum["13.2"]) == ("450.51.05", "590.44.01", "595.45.04")
     assert (minimum["12.6.3"], minimum["12.8.1"], minimum["13.0.2"]) == ("560.35.05", "570.124.06", "580.95.05")
@@ -322,7 +333,7 @@ def test_a_torchvision_that_does_not_fit_fails_with_a_fix_that_keeps_torch(torch
     assert result.status.value == "fail" and said in result.summary, result.summary
     command = result.remediation.commands[0]
     release, _, tag = torch_facts["version"].partition("+")
-    assert command.startswith(f"pip install torch=={release} ") and "--force-reinstall" not in command
+    assert command.startswith(f"pip install torch=={release}+{tag} ") and "--force-reinstall" not in command
     assert "torchvision" in command
     assert command.endswith(f"--index-url https://download.pytorch.org/whl/{tag}")
 
@@ -413,7 +424,7 @@ def test_every_driver_command_names_a_branch_that_exists_and_reaches_the_minimum
         (
             "2.5.1",
             "cu124",
-            "pip install torch==2.5.1 torchvision==0.20.1 --index-url https://download.pytorch.org/whl/cu124",
+            "pip install torch==2.5.1+cu124 torchvision==0.20.1+cu124 --index-url https://download.pytorch.org/whl/cu124",
         ),
         (
             "1.12.1",
@@ -431,7 +442,8 @@ def test_install_commands_take_the_form_pytorchs_pages_give_each_release(
     torch_version: str, tag: str, command: str
 ) -> None:
     """PyTorch's previous-versions page: find-links with local versions (1.2-1.10), the variant's extra index
-    (1.11-1.13), the variant's index (2.0 on)."""
+    (1.11-1.13), the variant's index (2.0 on); always with the variant's local version, so that pip replaces
+    the same release installed in another variant."""
     assert (
         compat.same_build_command({"version": f"{torch_version}+{tag}"}, compat.paired_torchvision(torch_version))
         == command
@@ -443,9 +455,9 @@ def test_a_build_never_covers_a_gpu_newer_than_its_cuda_knows() -> None:
     CUDA 10.2 knows nothing past 7.5 (its cuDNN and cuBLAS ship no Ampere code), and torch's own check wants
     an entry of the GPU's major."""
     arch = ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "compute_37"]
-    assert not torch_build.covered((8, 6), arch, "10.2")
-    assert torch_build.covered((7, 5), arch, "10.2")
-    assert not torch_build.covered((8, 9), ["sm_80", "sm_86", "compute_86"], "11.1")  # 11.1 knows up to 8.6
+    assert not compat.covered((8, 6), arch, "10.2")
+    assert compat.covered((7, 5), arch, "10.2")
+    assert not compat.covered((8, 9), ["sm_80", "sm_86", "compute_86"], "11.1")  # 11.1 knows up to 8.6
 
 
 def test_a_cuda_10_build_is_judged_against_its_own_minimum() -> None:

@@ -217,7 +217,7 @@ FAULTS = {
         "torch.torchvision",
         "fail",
         "torchvision 0.24.1 is not built for torch 2.14.1+cu130 (PyTorch pairs it with 0.29.1)",
-        "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu130",
+        "pip install torch==2.14.1+cu130 torchvision==0.29.1+cu130 --index-url https://download.pytorch.org/whl/cu130",
     ),
     "nvcc-mismatch": (
         node(system={"nvcc": {"path": "/usr/local/cuda-12.4/bin/nvcc", "version": "12.4"}}),

@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from gpudoctor.model import Metric, Result, Status
+from gpudoctor.model import Metric, Remediation, Result, Status
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -113,9 +113,15 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
         where = f"GPU {row.index}" if row.index is not None else row.where if row.node else ""
         table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
     if result.remediation and result.status != Status.PASS:
-        table.add_row("", Text("  fix", style="cyan"), result.remediation.why)
-        for command in result.remediation.commands:
-            table.add_row("", "", Text(f"$ {command}", style="cyan"))
+        _add_fix(table, result.remediation, "  fix")
+        if result.remediation.instead:
+            _add_fix(table, result.remediation.instead, "  or")
+
+
+def _add_fix(table: Table, fix: Remediation, label: str) -> None:
+    table.add_row("", Text(label, style="cyan"), fix.why)
+    for command in fix.commands:
+        table.add_row("", "", Text(f"$ {command}", style="cyan"))
 
 
 def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[Any]:

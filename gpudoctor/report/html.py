@@ -159,11 +159,11 @@ def _problem(check: dict[str, Any]) -> str:
     )
 
 
-def _fix(fix: dict[str, Any] | None) -> str:
+def _fix(fix: dict[str, Any] | None, label: str = "Fix") -> str:
     if not fix:
         return ""
     commands = "".join(f"<pre>$ {e(c)}</pre>" for c in fix.get("commands", []))
-    return f"<div><b>Fix:</b> {e(fix.get('why'))}</div>{commands}"
+    return f"<div><b>{label}:</b> {e(fix.get('why'))}</div>{commands}{_fix(fix.get('instead'), 'Or')}"
 
 
 def _label(check: dict[str, Any]) -> str:

@@ -161,8 +161,11 @@ def junit(document: dict[str, Any]) -> str:
 def _details(result: dict[str, Any]) -> str:
     fix = result["remediation"]
     lines = [result["summary"], *(f"{r['summary']}" for r in result["rows"] if r["status"] != "pass")]
-    if fix:
+    while fix:
         lines += [fix["why"], *(f"$ {c}" for c in fix["commands"])]
+        fix = fix.get("instead")
+        if fix:
+            lines.append("or:")
     return "\n".join(lines)
 
 
