@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -44,6 +44,7 @@ def platform_key(system: str | None, machine: str | None) -> str:
     return "linux_aarch64" if (machine or "").lower() in ("aarch64", "arm64") else "linux_x86_64"
 
 
+@lru_cache(maxsize=4096)
 def version(text: str | None) -> Version | None:
     try:
         return Version(str(text)) if text else None
@@ -293,6 +294,11 @@ def runs_on(arch: str, capability: tuple[int, int], toolkit: str | None) -> bool
 def covered(capability: tuple[int, int], arch_list: list[str] | tuple[str, ...], toolkit: str | None) -> bool:
     """Whether a build with this arch list runs on a device of this compute capability: the CUDA it was built
     with knows the architecture (its libraries ship nothing for a newer one) and some entry serves it."""
+    return _covered((capability[0], capability[1]), tuple(arch_list), toolkit)
+
+
+@cache
+def _covered(capability: tuple[int, int], arch_list: tuple[str, ...], toolkit: str | None) -> bool:
     newest = newest_arch(toolkit)
     if newest is not None and capability[0] * 10 + capability[1] > newest:
         return False
