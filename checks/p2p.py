@@ -17,6 +17,7 @@ from gpudoctor.api import (
     gpu_for_cuda_index,
     gpu_label,
     gpu_row,
+    is_geforce,
 )
 
 
@@ -152,3 +153,49 @@ def p2p(ctx: CheckContext) -> Result:
     if isinstance(data, Result):
         return data
     return judge(data["pairs"], ctx.devices, ctx.gpus, ctx.nvml.get("topology", {}), ctx.settings["floor"])
+
+
+P2P_OFF = {"NCCL_P2P_DISABLE": ("1",), "NCCL_P2P_LEVEL": ("LOC", "0")}
+
+
+def judge_consumer_p2p(gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str]) -> Result:
+    """GeForce boards whose driver reports peer-to-peer between them. NVIDIA: "GeForce cards do not support
+    P2P" (NVIDIA/nccl-tests#287); NCCL has no GeForce rule of its own and trusts the driver (NVML's P2P status
+    and cudaDeviceCanAccessPeer, src/graph/paths.cc, src/transport/p2p.cc at v2.30.7-1), so where a driver
+    reports it anyway the first collective hangs or returns wrong data (NVIDIA/nccl-tests#117, NVIDIA/nccl#1127,
+    deepspeedai/DeepSpeed#4433). Where the driver reports no P2P, NCCL goes through host memory by itself."""
+    boards = [g for g in gpus if is_geforce(g.get("name"))]
+    if len(boards) < 2:
+        return Result(Status.SKIP, "fewer than two GeForce boards")
+    reported = [
+        (a, b)
+        for i, a in enumerate(boards)
+        for b in boards[i + 1 :]
+        if expect.p2p_status(topology, a.get("index"), b.get("index")) == 0
+    ]
+    if not reported:
+        return Result(
+            Status.PASS, f"the driver reports no P2P between the {len(boards)} GeForce boards: NCCL avoids it"
+        )
+    off = [f"{var}={env[var]}" for var, values in P2P_OFF.items() if env.get(var, "").upper() in values]
+    pairs = ", ".join(f"{gpu_label(a)}-{gpu_label(b)}" for a, b in reported[:3])
+    if off:
+        return Result(
+            Status.PASS, f"the driver reports P2P between GeForce boards ({pairs}); {off[0]} keeps NCCL off it"
+        )
+    return Result(
+        Status.WARN,
+        f"the driver reports P2P between GeForce boards ({pairs}), which GeForce does not support: NCCL will use it "
+        "and may hang or return wrong data",
+        remediation=Remediation(
+            "NVIDIA: GeForce cards do not support P2P (NVIDIA/nccl-tests#287); drivers that report it anyway make "
+            "NCCL's first collective hang or corrupt data. Keep NCCL off P2P (it goes through host memory).",
+            ["export NCCL_P2P_DISABLE=1", "nvidia-smi topo -p2p r"],
+        ),
+    )
+
+
+@check("p2p.geforce", "GeForce boards and peer-to-peer", needs=("nvml",), uses=("system",), min_gpus=2)
+def geforce(ctx: CheckContext) -> Result:
+    """Peer-to-peer the driver reports between GeForce boards, which NCCL trusts and GeForce does not support."""
+    return judge_consumer_p2p(ctx.gpus, ctx.nvml.get("topology", {}), ctx.env)

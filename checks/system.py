@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Status, check, from_rows, gpu_row
+from gpudoctor.api import CheckContext, Metric, Remediation, Result, Status, check, from_rows, gpu_row, is_geforce
 
 GIB = 2**30
 DISABLING_VARS = {
@@ -139,13 +139,83 @@ def interface_matches(spec: str, interfaces: list[str]) -> list[str]:
     return [i for i in interfaces if hit(i) != exclude]
 
 
-def judge_nccl_env(system: dict[str, Any]) -> Result:
+# Interfaces other hosts cannot reach: container, VM and overlay bridges, tunnels, loopback.
+VIRTUAL_PREFIXES = (
+    "docker", "veth", "virbr", "br-", "cni", "flannel", "cali", "tailscale", "wg", "vxlan", "tun", "tap",
+    "lo", "ip6tnl", "tunl", "kube", "podman", "lxcbr", "vnet",
+)  # fmt: skip
+# NCCL's own choice with NCCL_SOCKET_IFNAME unset (NVIDIA/nccl src/misc/socket.cc, ncclFindInterfaces, at
+# v2.30.7-1): names starting "ib", else any name not starting docker/lo/virbr, else docker, else lo, else virbr;
+# the first stage that finds one wins, in getifaddrs order; bootstrap takes the first (one interface).
+NCCL_STAGES = (
+    lambda name: name.startswith("ib"),
+    lambda name: not name.startswith(("docker", "lo", "virbr")),
+    lambda name: name.startswith("docker"),
+    lambda name: name.startswith("lo"),
+    lambda name: name.startswith("virbr"),
+)
+
+
+def multi_node(env: dict[str, str]) -> bool:
+    """Whether the job this runs in spans nodes: Slurm's node count, or torchrun's world beyond this node."""
+    nodes = env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES") or ""
+    world, local = env.get("WORLD_SIZE", ""), env.get("LOCAL_WORLD_SIZE", "")
+    spans_torchrun = world.isdigit() and local.isdigit() and int(world) > int(local)
+    return (nodes.isdigit() and int(nodes) > 1) or spans_torchrun
+
+
+def nccl_interface(addresses: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The address NCCL bootstraps over when NCCL_SOCKET_IFNAME is unset (its stages, in getifaddrs order;
+    IPv6 loopback skipped; interfaces that are down skipped, as NCCL does from 2.28.3)."""
+    usable = [a for a in addresses if a.get("up", True) and a.get("address") != "::1"]
+    for stage in NCCL_STAGES:
+        found = [a for a in usable if stage(a["name"])]
+        if found:
+            return found[0]
+    return None
+
+
+def reachable(address: dict[str, Any]) -> bool:
+    """An address on a physical interface that other hosts can route to (not link-local, not loopback)."""
+    ip = str(address.get("address", ""))
+    local = ip.startswith(("fe80:", "169.254.", "127.")) or ip == "::1"
+    return not local and not address.get("virtual", False) and not address["name"].startswith(VIRTUAL_PREFIXES)
+
+
+def interface_finding(system: dict[str, Any], spans_nodes: bool) -> tuple[Status, str, str] | None:
+    """On a multi-node job with NCCL_SOCKET_IFNAME unset: the interface NCCL would choose, where other nodes
+    cannot reach it (a bridge, veth, tunnel, loopback or a link-local address); None where it is fine or the
+    facts do not say."""
+    env, addresses = system.get("env", {}), system.get("interface_addresses")
+    if len(env.get("NCCL_SOCKET_IFNAME", "")) > 1 or not addresses or not (spans_nodes or multi_node(env)):
+        return None
+    chosen = nccl_interface(addresses)
+    if chosen and reachable(chosen):
+        return None
+    better = next((a for a in addresses if a.get("up", True) and reachable(a)), None)
+    said = f"{chosen['name']} ({chosen['address']})" if chosen else "no interface"
+    if better is None:
+        text = f"multi-node job, but NCCL would use {said}: this node has no interface other nodes can reach"
+        return (Status.FAIL, text, "ip -brief addr")
+    text = (
+        f"multi-node job with NCCL_SOCKET_IFNAME unset: NCCL would bootstrap over {said}, which other nodes "
+        f"cannot reach; {better['name']} ({better['address']}) can"
+    )
+    return (Status.WARN, text, f"export NCCL_SOCKET_IFNAME={better['name']}")
+
+
+def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_nodes: bool = False) -> Result:
+    """`geforce_pairs`: two or more GeForce boards here, where NCCL_P2P_DISABLE is the fix, not a hazard;
+    `spans_nodes`: a cluster run (else the job's environment says whether it spans nodes)."""
     env = system.get("env", {})
     interfaces = system.get("interfaces", [])
     findings: list[tuple[Status, str, str]] = []
     for var, effect in DISABLING_VARS.items():
-        if env.get(var, "0") not in ("", "0"):
+        if env.get(var, "0") not in ("", "0") and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
             findings.append((Status.WARN, f"{var}={env[var]}: {effect}", f"unset {var}"))
+    interface = interface_finding(system, spans_nodes)
+    if interface:
+        findings.append(interface)
     if "NCCL_SOCKET_IFNAME" in env and not interface_matches(env["NCCL_SOCKET_IFNAME"], interfaces):
         findings.append(
             (
@@ -166,13 +236,18 @@ def judge_nccl_env(system: dict[str, Any]) -> Result:
             )
         )
     if not findings:
-        return Result(Status.PASS, "no NCCL or Gloo setting disables a transport or names a missing interface")
+        return Result(
+            Status.PASS,
+            "no NCCL or Gloo setting disables a transport or names a missing interface, and NCCL's own interface "
+            "choice is reachable",
+        )
     status = Status.FAIL if any(s == Status.FAIL for s, _, _ in findings) else Status.WARN
     return Result(
         status,
         "; ".join(text for _, text, _ in findings),
         remediation=Remediation(
-            "These settings are usually left over from debugging another system.",
+            "Settings left over from debugging another system, or NCCL's own interface choice where other nodes "
+            "cannot reach it (it prefers ib*, then any interface but docker*/lo*/virbr*, in the kernel's order).",
             [cmd for _, _, cmd in findings] + ["ip -brief link"],
         ),
     )
@@ -232,10 +307,12 @@ def container(ctx: CheckContext) -> Result:
     return judge_container(ctx.system)
 
 
-@check("system.nccl-env", "NCCL and Gloo environment", uses=("system",))
+@check("system.nccl-env", "NCCL and Gloo environment", uses=("system", "nvml"))
 def nccl_env(ctx: CheckContext) -> Result:
-    """NCCL_*_DISABLE hazards; NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME naming interfaces that do not exist."""
-    return judge_nccl_env(ctx.system)
+    """NCCL_*_DISABLE hazards; NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME naming interfaces that do not exist; on a
+    multi-node job, the interface NCCL would choose by itself where other nodes cannot reach it."""
+    geforce = sum(is_geforce(g.get("name")) for g in ctx.gpus) > 1
+    return judge_nccl_env(ctx.system, geforce, spans_nodes=ctx.cluster is not None)
 
 
 @check("system.infiniband", "InfiniBand ports are up", uses=("system",))

@@ -11,6 +11,7 @@ from gpudoctor.api import (
     Metric,
     Remediation,
     Result,
+    Row,
     Status,
     check,
     compat,
@@ -301,7 +302,9 @@ def judge_cudnn(torch: dict[str, Any]) -> Result:
     return Result(Status.PASS, f"cuDNN {text}", metrics=[Metric("cudnn_version", text)])
 
 
-def judge_nccl(torch: dict[str, Any]) -> Result:
+def judge_nccl(
+    torch: dict[str, Any], gpus: list[dict[str, Any]] | None = None, platform: str = "linux_x86_64"
+) -> Result:
     info = torch.get("nccl") or {}
     if not info.get("distributed"):
         return Result(
@@ -321,11 +324,28 @@ def judge_nccl(torch: dict[str, Any]) -> Result:
                 [f"pip install --force-reinstall nvidia-nccl-cu{torch['cuda'].split('.')[0]}"],
             ),
         )
-    return Result(
-        Status.PASS,
-        f"NCCL {info['version']}, gloo {'available' if info.get('gloo_backend') else 'missing'}",
-        metrics=[Metric("nccl_version", info["version"])],
+    summary = f"NCCL {info['version']}, gloo {'available' if info.get('gloo_backend') else 'missing'}"
+    metric = Metric("nccl_version", info["version"])
+    devices = device_capabilities(torch, gpus or [])
+    rows = [_nccl_row(info["version"], gpu) for gpu in devices]
+    if not any(r.status == Status.FAIL for r in rows):
+        return Result(Status.PASS, summary, metrics=[metric])
+    newest = compat.newest_build(capabilities(devices), platform)
+    fix = Remediation(
+        "NCCL ships kernels for the GPU architectures it knows; an older NCCL fails its first collective on a "
+        f"newer GPU. {f'{newest.name} brings a newer NCCL.' if newest else ''}",
+        [compat.install_command(newest)] if newest else [f"pip install -U nvidia-nccl-cu{torch['cuda'].split('.')[0]}"],
     )
+    return from_rows(rows, summary, fix, metrics=[metric])
+
+
+def _nccl_row(nccl: str, gpu: dict[str, Any]) -> Row:
+    cap = tuple(gpu["compute_capability"])
+    support = compat.nccl_support(cap)
+    if support and compat.older(nccl, support["first_nccl"]):
+        text = f"NCCL {nccl} predates {support['name']} (sm_{cap[0]}{cap[1]}): it needs NCCL >= {support['first_nccl']}"
+        return gpu_row(gpu, Status.FAIL, text)
+    return gpu_row(gpu, Status.PASS, f"NCCL {nccl} knows sm_{cap[0]}{cap[1]}")
 
 
 def judge_torchvision(torch: dict[str, Any]) -> Result:
@@ -437,10 +457,11 @@ def cudnn(ctx: CheckContext) -> Result:
     return judge_cudnn(ctx.torch)
 
 
-@check("torch.nccl", "NCCL backend available", needs=("torch",))
+@check("torch.nccl", "NCCL backend available and new enough for the GPUs", needs=("torch",), uses=("nvml", "system"))
 def nccl(ctx: CheckContext) -> Result:
-    """torch.distributed with NCCL (GPU builds) and gloo; the NCCL version."""
-    return judge_nccl(ctx.torch)
+    """torch.distributed with NCCL (GPU builds) and gloo; the NCCL version against each GPU's architecture
+    (the first NCCL release with its kernels, nvidia.toml [[nccl_arch]])."""
+    return judge_nccl(ctx.torch, ctx.gpus, ctx.platform)
 
 
 @check("torch.torchvision", "torchvision matches torch", needs=("torch",))

@@ -27,7 +27,7 @@ from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
 from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
-from gpudoctor.hardware import cuda_version_text, gpu_model, load_data
+from gpudoctor.hardware import cuda_version_text, gpu_model, is_geforce, load_data
 from gpudoctor.isolate import progress
 from gpudoctor.launch import RankContext, init_rank
 from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_label, gpu_row, worst
@@ -55,6 +55,7 @@ __all__ = [
     "gpu_model",
     "gpu_row",
     "init_rank",
+    "is_geforce",
     "load_data",
     "measure",
     "not_captured",

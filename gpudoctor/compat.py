@@ -309,6 +309,14 @@ def covers(chosen: Build, capabilities: list[tuple[int, int]]) -> bool:
     return all(covered(c, chosen.arch, chosen.toolkit) for c in capabilities)
 
 
+def nccl_support(capability: tuple[int, int]) -> dict[str, Any] | None:
+    """The first NCCL release with kernels for this architecture (nvidia.toml [[nccl_arch]]): the row of this
+    compute capability, else of the nearest older one of its major (CUDA runs a cubin on later minors)."""
+    device = capability[0] * 10 + capability[1]
+    rows = [r for r in nvidia_table()["nccl_arch"] if r["arch"] // 10 == capability[0] and r["arch"] <= device]
+    return max(rows, key=lambda r: r["arch"], default=None)
+
+
 # --- which build to install -----------------------------------------------------------------------------------
 def keep_driver_build(
     capabilities: list[tuple[int, int]], driver: str | None, platform: str, level: str | None = None

@@ -24,6 +24,12 @@ def hardware() -> dict[str, Any]:
 
 
 NVIDIA_VENDOR_ID = 0x10DE
+CONSUMER_BRANDS = ("geforce", "titan")
+
+
+def is_geforce(name: str | None) -> bool:
+    """A consumer board (GeForce, TITAN) by its NVML name: no peer-to-peer support (NVIDIA/nccl-tests#287)."""
+    return any(brand in str(name or "").lower() for brand in CONSUMER_BRANDS)
 
 
 def gpu_model(gpu: dict[str, Any]) -> dict[str, Any] | None:

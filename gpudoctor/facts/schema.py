@@ -143,6 +143,7 @@ class SystemFacts(TypedDict, total=False):
     kernel_modules: list[str]
     nvidia_module_version: str | None
     interfaces: list[str]
+    interface_addresses: list[dict]  # name, family (4/6), address, up, virtual; in getifaddrs order
     infiniband: list[dict]
     env: dict[str, str]
     kernel_log: KernelLog

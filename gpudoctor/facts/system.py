@@ -9,13 +9,26 @@ import re
 import resource
 import shlex
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-ENV_PREFIXES = ("NCCL_", "GLOO_", "CUDA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "OMP_NUM_THREADS", "NVIDIA_")
+ENV_PREFIXES = (
+    "NCCL_",
+    "GLOO_",
+    "CUDA_",
+    "TORCH_NCCL_",
+    "TORCH_DISTRIBUTED",
+    "OMP_NUM_THREADS",
+    "NVIDIA_",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
+)
 XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
 SXID_PATTERN = re.compile(r"SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+), (Fatal|Non-fatal)", re.IGNORECASE)
 TIME_PATTERN = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
@@ -43,6 +56,25 @@ def collect_nvcc(proc: subprocess.Popen[str] | None) -> dict[str, Any]:
     return {"path": proc.args[0], "version": match.group(1) if match else None}
 
 
+def _interface_addresses(root: Path) -> list[dict[str, Any]]:
+    """Every IPv4/IPv6 address in the order getifaddrs gives them (the order NCCL considers interfaces in),
+    with whether its interface is up and whether it is virtual (no device behind it in /sys/class/net)."""
+    stats = psutil.net_if_stats()
+    families = {socket.AF_INET: 4, socket.AF_INET6: 6}
+    return [
+        {
+            "name": name,
+            "family": families[a.family],
+            "address": a.address.partition("%")[0],
+            "up": bool(stats.get(name) and stats[name].isup),
+            "virtual": not (root / "sys/class/net" / name / "device").exists(),
+        }
+        for name, addresses in psutil.net_if_addrs().items()
+        for a in addresses
+        if a.family in families
+    ]
+
+
 def gather(root: Path = Path("/")) -> dict[str, Any]:
     return {
         "hostname": os.uname().nodename,
@@ -60,6 +92,7 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "kernel_modules": _modules(root),
         "nvidia_module_version": _nvidia_module_version(root),
         "interfaces": sorted(psutil.net_if_addrs()),
+        "interface_addresses": _interface_addresses(root),
         "infiniband": _infiniband(root),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "euid": os.geteuid(),
