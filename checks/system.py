@@ -236,11 +236,7 @@ def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_no
             )
         )
     if not findings:
-        return Result(
-            Status.PASS,
-            "no NCCL or Gloo setting disables a transport or names a missing interface, and NCCL's own interface "
-            "choice is reachable",
-        )
+        return Result(Status.PASS, "no NCCL or Gloo setting disables a transport or names a missing interface")
     status = Status.FAIL if any(s == Status.FAIL for s, _, _ in findings) else Status.WARN
     return Result(
         status,
@@ -307,7 +303,7 @@ def container(ctx: CheckContext) -> Result:
     return judge_container(ctx.system)
 
 
-@check("system.nccl-env", "NCCL and Gloo environment", uses=("system", "nvml"))
+@check("system.nccl-env", "NCCL and Gloo environment", needs=("system",), uses=("nvml",))
 def nccl_env(ctx: CheckContext) -> Result:
     """NCCL_*_DISABLE hazards; NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME naming interfaces that do not exist; on a
     multi-node job, the interface NCCL would choose by itself where other nodes cannot reach it."""

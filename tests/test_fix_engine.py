@@ -187,3 +187,24 @@ def test_windows_is_judged_by_its_own_platform_and_driver_numbers() -> None:
     assert cpu.remediation.commands == [
         "pip install torch==2.15.0+cu126 torchvision --index-url https://download.pytorch.org/whl/cu126"
     ]
+
+
+def test_the_second_way_reaches_every_report_and_reads_back() -> None:
+    """The fix's `instead` survives the JSON report (`--from` reads it back) and every renderer shows it."""
+    from rich.console import Console
+
+    from gpudoctor.model import Result, Status, result_from_dict
+    from gpudoctor.report import console, html, monitoring
+
+    fix = compat.driver_fix([(8, 6)], "470.82.01", "linux_x86_64", {"id": "ubuntu", "version_codename": "jammy"})
+    result = Result(Status.WARN, "old driver", remediation=fix)
+    result.check_id = "torch.cuda-driver"
+    data = result.to_dict()
+    assert result_from_dict(data).remediation == fix
+    keep = fix.instead.commands[0]
+    screen = Console(width=300, record=True, file=None)
+    console._render_results(screen, [result], verbose=False)
+    shown = screen.export_text()
+    assert "  or" in shown and keep in shown
+    assert "<b>Or:</b>" in html._fix(data["remediation"]) and keep in html._fix(data["remediation"])
+    assert f"or:\n{fix.instead.why}\n$ {keep}" in monitoring._details(data)

@@ -13,7 +13,7 @@ from gpudoctor.model import SEVERITY, Result, Row, Status, result_from_dict, wor
 
 # 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
 # confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
