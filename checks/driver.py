@@ -13,6 +13,7 @@ from gpudoctor.api import (
     Row,
     Status,
     check,
+    compat,
     cuda_version_text,
     from_rows,
     gpu_row,
@@ -31,7 +32,7 @@ INIT_FINDINGS = {
             "The driver's user-space library must be visible to this process.",
             [
                 "nvidia-smi",
-                "sudo apt install nvidia-driver-580-server  # or your distribution's driver package",
+                "<INSTALL>",
                 "docker run --gpus all ...  # containers: install nvidia-container-toolkit on the host",
             ],
         ),
@@ -64,7 +65,11 @@ INIT_FINDINGS = {
 }
 
 
-def judge_nvml(nvml: dict[str, Any]) -> Result:
+def judge_nvml(
+    nvml: dict[str, Any], system: dict[str, Any] | None = None, torch: dict[str, Any] | None = None
+) -> Result:
+    """NVML initialised; when not, why, with the fix. A missing driver's fix installs one that runs the
+    installed torch (else the default torch build), with the packages of the node's distribution."""
     status = nvml.get("status")
     if status == "ok":
         cuda = cuda_version_text(nvml.get("cuda_driver_version"))
@@ -82,7 +87,18 @@ def judge_nvml(nvml: dict[str, Any]) -> Result:
             Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"]),
         ),
     )
+    if "<INSTALL>" in remediation.commands:
+        remediation = _with_driver_install(remediation, system or {}, torch or {})
     return Result(Status.FAIL, summary, remediation=remediation)
+
+
+def _with_driver_install(fix: Remediation, system: dict[str, Any], torch: dict[str, Any]) -> Remediation:
+    platform = compat.platform_key(system.get("os"), system.get("machine"))
+    build = compat.installed_build(torch, platform) if torch.get("cuda") else compat.default_build(platform)
+    minimum = compat.toolkit_minimum(build.toolkit, platform) or compat.family_minimum(build.toolkit, platform)
+    install = compat.driver_install(minimum, system.get("os_release"), platform) if minimum else []
+    commands = [c for command in fix.commands for c in (install if command == "<INSTALL>" else [command])]
+    return Remediation(f"{fix.why} {build.name} needs driver >= {minimum}.", commands)
 
 
 def plural(count: int, noun: str) -> str:
@@ -394,10 +410,10 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
     return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}"
 
 
-@check("driver.nvml", "NVML loads and the driver answers", uses=("nvml",))
+@check("driver.nvml", "NVML loads and the driver answers", uses=("nvml", "system"))
 def nvml_loads(ctx: CheckContext) -> Result:
     """NVML initialises; driver version and the CUDA version it supports."""
-    return judge_nvml(ctx.nvml)
+    return judge_nvml(ctx.nvml, ctx.system, ctx.torch)
 
 
 @check("driver.kernel-module", "Kernel module agrees with the library", needs=("system",), uses=("nvml",))

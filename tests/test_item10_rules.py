@@ -100,3 +100,21 @@ def test_geforce_boards_whose_driver_reports_p2p_warn_with_nccl_p2p_disable() ->
     env = {"env": {"NCCL_P2P_DISABLE": "1"}, "interfaces": []}
     assert system.judge_nccl_env(env, geforce_pairs=True).status.value == "pass"  # the fix, not a hazard
     assert system.judge_nccl_env(env).status.value == "warn"
+
+
+def test_a_missing_driver_is_installed_with_the_distributions_package_for_the_torch_here() -> None:
+    """Once a fixed "nvidia-driver-580-server # or your distribution's driver package" on every node."""
+    from gpudoctor.checks import driver
+
+    nvml = {"status": "library-not-found"}
+    noble = {"os": "Linux", "machine": "x86_64", "os_release": {"id": "ubuntu", "version_codename": "noble"}}
+    torch = {"version": "2.14.0+cu126", "cuda": "12.6"}
+    result = driver.judge_nvml(nvml, noble, torch)
+    assert result.remediation.commands[1] == "sudo apt install nvidia-driver-565-server"
+    assert "torch 2.14.0+cu126 needs driver >= 560.35.05" in result.remediation.why
+    rocky = {"os": "Linux", "machine": "x86_64", "os_release": {"id": "rocky", "version_id": "9.4"}}
+    assert driver.judge_nvml(nvml, rocky).remediation.commands[1:3] == [
+        "sudo dnf module enable -y nvidia-driver:595-open",
+        "sudo dnf install -y nvidia-open",
+    ]  # no torch here: the default build, torch 2.15.0+cu132, needs 595.71.05
+    assert "<INSTALL>" not in " ".join(driver.judge_nvml(nvml).remediation.commands)
