@@ -5,8 +5,17 @@
 #
 #   node-a$ RDZV=node-a:29400 bash examples/torchrun-two-nodes.sh
 #   node-b$ RDZV=node-a:29400 bash examples/torchrun-two-nodes.sh
+#
+# The nodes seal what they tell each other with a secret both hold (docs/SECURITY.md): a file on a shared
+# home that only you can read, made once with
+#   umask 077; head -c 32 /dev/urandom | base64 > ~/.gpudoctor-secret
 set -euo pipefail
 : "${RDZV:?set RDZV=<host of one node>:29400}"
+export GPUDOCTOR_RUN_SECRET_FILE=${GPUDOCTOR_RUN_SECRET_FILE:-$HOME/.gpudoctor-secret}
+[ -f "$GPUDOCTOR_RUN_SECRET_FILE" ] || {
+  echo "no run secret at $GPUDOCTOR_RUN_SECRET_FILE: anyone reaching the store could write to it" >&2
+  unset GPUDOCTOR_RUN_SECRET_FILE
+}
 # Name the interface the nodes reach each other on where the host name does not resolve to it.
 export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-}
 [ -n "$GLOO_SOCKET_IFNAME" ] || unset GLOO_SOCKET_IFNAME

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import __version__
 from gpudoctor.cluster.context import ClusterContext
+from gpudoctor.cluster.credential import CredentialError
 from gpudoctor.cluster.env import ClusterEnvError
 from gpudoctor.cluster.node import node_report, verdict_result, verdicts
 from gpudoctor.cluster.session import Session
@@ -43,6 +44,8 @@ def run_node(plan: Plan) -> Report:
         session = Session(env, settings["join_timeout"])
     except STORE_ERRORS as exc:
         raise ClusterEnvError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
+    except CredentialError as exc:
+        raise ClusterEnvError(str(exc)) from None
     session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
     context = ClusterContext(session, report_wait(plan))
     cross_node = {s.id for s in across}
@@ -78,8 +81,10 @@ def _lead(
     """Rank 0: the cluster report, and every node's verdict posted before the run ends."""
     env = plan.cluster
     assert env is not None
+    credential = context.session.control.credential.kind
+    summaries = context.node_summaries()
     document = doc.build_cluster(
-        results, context.node_summaries(), meta(plan, started_at, started), plan.strict, interrupted, env.launcher
+        results, summaries, meta(plan, started_at, started), plan.strict, interrupted, env.launcher, credential
     )
     by_name = verdicts(document)
     context.session.announce({m.rank: by_name[m.name] for m in context.nodes if m.rank != env.rank})

@@ -8,6 +8,7 @@ fast: when one rank dies the others are stopped, and the result names the rank a
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from gpudoctor.isolate import (
 from gpudoctor.model import Status
 
 FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"
+RENDEZVOUS_ENV = "GPUDOCTOR_RENDEZVOUS"  # set by this launcher for its ranks: file:<path>, or tcp (MASTER_ADDR/PORT)
 FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt")
 FAIL_FAST_GRACE_S = 2.0
 
@@ -293,24 +295,52 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def bound_listener(host: str, port: int) -> int | None:
+    """A socket listening on `host`'s own address only, to hand to torch's TCPStore (`master_listen_fd`): its
+    server otherwise listens on every interface, and takes no address to bind. None (torch's own way) where
+    `host` does not resolve to an address here, or names this host by a loopback address that other nodes
+    cannot mean (Debian's `127.0.1.1 <hostname>`): only a literal loopback address binds to loopback."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, proto, _, address in infos:
+        if ipaddress.ip_address(address[0]).is_loopback and not _literal_loopback(host):
+            continue
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(4096)
+        except OSError:
+            sock.close()
+            continue
+        return sock.detach()
+    return None
+
+
+def _literal_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def run_ranks(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside the isolated child: start one process per rank, fail fast, gather their results."""
     workdir = Path(os.environ[WORKDIR_ENV])
     spec_path = workdir / "ranks.json"
     spec_path.write_text(json.dumps(payload))
     local = payload["world_size"]
-    span = Span(**payload["span"]) if payload["span"] else Span(0, local, "127.0.0.1", free_port())
+    span = Span(**payload["span"]) if payload["span"] else Span(0, local, "", 0)
     # gpudoctor may itself run under torchrun: its ranks are not torchrun's workers, and with the agent's
     # TORCHELASTIC_USE_AGENT_STORE they would all wait as clients for a store nobody serves.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
-    base_env = {
-        **inherited,
-        "WORLD_SIZE": str(span.world_size),
-        "LOCAL_WORLD_SIZE": str(local),
-        "MASTER_ADDR": span.master_addr,
-        "MASTER_PORT": str(span.master_port),
-    }
-    if not payload["span"]:
+    base_env = {**inherited, "WORLD_SIZE": str(span.world_size), "LOCAL_WORLD_SIZE": str(local)}
+    if payload["span"]:  # rank 0's store listens on MASTER_ADDR's address only
+        base_env |= {"MASTER_ADDR": span.master_addr, "MASTER_PORT": str(span.master_port), RENDEZVOUS_ENV: "tcp"}
+    else:  # one node: the ranks meet in a file in the launch's private folder, and nothing listens
+        base_env |= {RENDEZVOUS_ENV: f"file:{workdir / 'rendezvous'}"}
         base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     # As torchrun does: ranks that each take every core for their own ops (OpenMP threads spin after a
     # parallel region) starve each other and the collectives' threads. A user's own setting wins.
@@ -456,8 +486,25 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankCont
         torch.cuda.set_device(index)
         ctx.device = torch.device("cuda", index)
     timeout = timedelta(seconds=collective_timeout(deadline))
-    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
+    store = rendezvous_store(rank, world, timeout)
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout, store=store)
     return ctx
+
+
+def rendezvous_store(rank: int, world: int, timeout: timedelta) -> Any:
+    """Where gpudoctor's launcher started the ranks, the store they meet in: a file in the launch's private
+    folder on one node; across nodes rank 0's TCPStore, listening on MASTER_ADDR's address only. Under a
+    torchrun of the user's own, None: torch's env:// rendezvous."""
+    import torch.distributed as dist
+
+    how = os.environ.get(RENDEZVOUS_ENV, "")
+    if how.startswith("file:"):
+        return dist.FileStore(how.removeprefix("file:"), world)
+    if how != "tcp":
+        return None
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    listener = bound_listener(host, port) if rank == 0 else None
+    return dist.TCPStore(host, port, world, rank == 0, timeout, master_listen_fd=listener)
 
 
 def _rank_main(spec_path: str) -> int:

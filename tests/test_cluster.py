@@ -95,6 +95,7 @@ def run(
     while_running: object = None,
     api: tuple[int, ...] = (),
     limit_s: float = 420,
+    tasks: int | None = None,
 ) -> tuple[dict[str, Node], dict]:
     """Start gpudoctor on the hosts (the ones in `api` through the Python API), wait for all, and return each
     node and rank 0's cluster report."""
@@ -110,7 +111,7 @@ def run(
         if launcher.startswith("torchrun"):
             command = torchrun(hosts, i, argv, static=launcher == "torchrun-static")
         else:
-            node_env.update(srun_env(hosts, i, len(hosts.names)))
+            node_env.update(srun_env(hosts, i, tasks or len(hosts.names)))
             command = [str(Path(sys.executable).with_name("gpudoctor")), *argv]
         if i in api:
             only = args[args.index("--only") + 1 :]
@@ -308,3 +309,75 @@ def test_a_node_that_hangs_is_named_with_the_time_it_took(hosts: Hosts, tmp_path
     assert nodes["node-1"].returncode == 0, "a node that only waited for the hung one is not drained"
     assert nodes["node-2"].returncode == 1, "the hung node learns it is named"
     assert no_process_left(hosts, [0, 1, 2]) == []
+
+
+# A stranger on another host, without the run's credential: everything it can try against rank 0's store.
+STRANGER = """
+import json, sys, time
+from datetime import timedelta
+from torch.distributed import TCPStore
+store = TCPStore(sys.argv[1], int(sys.argv[2]), None, False, timedelta(seconds=30))
+public = "gpudoctor/slurm.4242.0/"
+failing = {"name": "node-1", "rank": 1, "status": "fail", "exit_code": 1, "checks": [], "failing": ["health.ecc"]}
+forged = {
+    "join/1": {"name": "node-1"}, "join/2": [], "report/1": failing, "beat/1": 1, "verdict/0": {"status": "fail"},
+    "verdict/1": {"status": "bogus"}, "plan/cluster.links/0": {"done": True}, "end": True,
+}
+seen, readable, prefixes = [], [], set()
+deadline = time.monotonic() + float(sys.argv[3])
+rounds = 0
+try:
+    while time.monotonic() < deadline:
+        for key in store.list_keys():  # TCPStore names every key it holds, the run's own among them
+            if key.startswith("gpudoctor/slurm.4242.0.") and "/" in key[len(public):]:
+                prefixes.add(key[: key.index("/", len(public)) + 1])
+                value = store.get(key).decode(errors="replace")
+                if "/arrived/" not in key and ("node-" in value or "status" in value):
+                    readable.append(key)
+        for key, value in forged.items():
+            store.set(public + key, json.dumps(value))
+        for topic in ("join", "report", "ready/cluster.links/0", "outcome/cluster.links/0"):
+            store.append(public + "arrived/" + topic, "1,junk,7,")
+        for key in ("report/0", "join/0", "beat/0", "at/0"):
+            if store.check([public + key]):
+                seen.append(key)
+        rounds += 1
+        time.sleep(0.2)
+except Exception:  # the run ended and its store with it
+    pass
+print(json.dumps({"rounds": rounds, "seen": sorted(set(seen)), "readable": readable, "prefixes": len(prefixes)}))
+"""
+
+
+def stranger_run(hosts: Hosts, tmp_path: Path) -> tuple[dict[str, Node], dict, dict]:
+    """Two nodes under srun with the run's secret, and a stranger on a third host."""
+    secret = {"GPUDOCTOR_RUN_SECRET": "a secret only the launcher handed out"}
+    log = tmp_path / "stranger.log"
+
+    def stranger() -> None:
+        argv = [sys.executable, "-c", STRANGER, hosts.address(0), "29742", "25"]
+        hosts.start(2, argv, {**os.environ}, log)
+
+    args = ["--only", "cluster.nodes", "cluster.links"]
+    nodes, leader = run(
+        hosts, tmp_path, args, env={0: secret, 1: secret}, start=[0, 1], tasks=2, while_running=stranger
+    )
+    time.sleep(1)
+    for proc in hosts.procs:
+        proc.wait(timeout=60)
+    return nodes, leader, json.loads(log.read_text().strip().splitlines()[-1])
+
+
+def test_a_stranger_without_the_credential_is_believed_by_nobody(hosts: Hosts, tmp_path: Path) -> None:
+    """A stranger posts a failing report and a join for node-1, verdicts, a forged plan and the end of the run,
+    junk in every arrival list, all the run long, and reads every key TCPStore lists. Nothing of it is
+    believed, nothing is read, and the run finishes as if it were not there."""
+    nodes, leader, said = stranger_run(hosts, tmp_path)
+    assert leader["cluster"]["credential"] == "secret"
+    assert leader["cluster"]["failed_nodes"] == [] and leader["exit_code"] == 0
+    assert [n["name"] for n in leader["cluster"]["nodes"]] == ["node-0", "node-1"]
+    assert verdict(nodes["node-1"])["status"] == "pass" and nodes["node-1"].returncode == 0
+    assert by_label(leader)["cluster.links"]["status"] in ("pass", "warn")  # measured; a noisy figure may warn
+    assert leader["cluster"]["stragglers"] == []
+    assert said["rounds"] > 5 and said["seen"] == [], "the stranger tried all run long under the public prefix"
+    assert said["prefixes"] == 1 and said["readable"] == [], "it found the run's keys and read none of them"

@@ -152,6 +152,7 @@ def test_the_preflight_batch_job_drains_a_slow_node_and_fails(
     assert "Traceback" not in log
     report = json.loads((submit_dir / f"gpudoctor-{job}" / "cluster.json").read_text())
     assert report["cluster"]["failed_nodes"] == ["node-2"]
+    assert report["cluster"]["credential"] == "secret"  # the batch script handed every task the run's secret
     assert "drain node-2 (gpudoctor: cluster.links)" in log
     states = slurm.states()
     assert "drain" in states["node-2"][0] and states["node-2"][1] == "gpudoctor: cluster.links"

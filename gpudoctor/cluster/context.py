@@ -45,7 +45,15 @@ class ClusterContext:
         return [
             {**(m.report or {}), "name": m.name, "rank": m.rank, "lost": m.lost or None}
             if m.report and not m.lost
-            else {"name": m.name, "rank": m.rank, "lost": m.lost, "exit_code": None, "status": "error", "checks": []}
+            else {
+                "name": m.name,
+                "rank": m.rank,
+                "lost": m.lost,
+                "tampered": m.tampered,
+                "exit_code": None,
+                "status": "error",
+                "checks": [],
+            }
             for m in self.nodes
         ]
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 SLURM_PORT_BASE = 29500
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # a host name, as Slurm and DNS allow them
 
 
 class ClusterEnvError(ValueError):
@@ -63,7 +64,12 @@ def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int:
 
 
 def _node_name(environ: Mapping[str, str]) -> str:
-    return environ.get("SLURMD_NODENAME") or socket.gethostname()
+    """This node's name as the launcher knows it: only the characters host names have (it names folders and
+    reaches `scontrol`)."""
+    name = environ.get("SLURMD_NODENAME") or socket.gethostname()
+    if not NODE_NAME.match(name):
+        raise ClusterEnvError(f"node name {name!r} is not a host name (letters, digits, '.', '-', '_')")
+    return name
 
 
 def _from_torchrun(environ: Mapping[str, str]) -> ClusterEnv:

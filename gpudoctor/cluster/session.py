@@ -14,9 +14,11 @@ import contextlib
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.cluster import messages
 from gpudoctor.cluster.env import ClusterEnv
 from gpudoctor.cluster.store import STORE_ERRORS, Control
 from gpudoctor.launch import LaunchResult, RankReport, Span, free_port, judge_ranks, launch
@@ -40,6 +42,7 @@ class Member:
     last_beat: int = -1
     beat_seen_at: float = field(default_factory=time.monotonic)
     lost: str = ""  # why it is gone, once it is
+    tampered: bool = False  # what it sent was replaced by a value this run did not seal: not the node's doing
     span: range = range(0)  # its ranks in the last cross-node workload
 
     @property
@@ -114,14 +117,18 @@ class Session:
             self._leader_beat, self._leader_seen = beat, now
         return now - self._leader_seen > BEAT_STALE_S
 
-    def await_leader(self, key: str, deadline: float) -> Any | None:
+    def await_leader(self, key: str, deadline: float, valid: Callable[[Any], bool] = lambda v: True) -> Any | None:
         """A value rank 0 posts: one blocking wait at a time, at most a beat long, then a look at whether
-        rank 0 still beats or has ended the run. None once rank 0 is gone or ended, or the deadline passed."""
+        rank 0 still beats or has ended the run. None once rank 0 is gone or ended, or the deadline passed. A
+        value that is not this run's, or not `valid`, is not rank 0's: it is waited past."""
         while time.monotonic() < deadline:
             try:
                 if self.control.wait([key], min(BEAT_S, deadline - time.monotonic())):
-                    return self.control.fetch([key])[0]
-                if key != "end" and self.control.present("end"):
+                    value = self.control.fetch([key])[0]
+                    if value is not None and valid(value):
+                        return value
+                    time.sleep(min(BEAT_S, max(deadline - time.monotonic(), 0)))
+                elif key != "end" and self.control.present("end"):
                     return None
             except STORE_ERRORS:
                 return None
@@ -134,12 +141,16 @@ class Session:
         that gives up withdraws by claiming its slot; if rank 0 claimed it first, its plan is on the way."""
         base = attempt_key(check_id, attempt)
         self.say_ready(base, {"local_ranks": local_ranks})
-        plan = self.await_leader(f"plan/{base}", time.monotonic() + wait_s)
+        plan = self.await_leader(f"plan/{base}", time.monotonic() + wait_s, self._plan_ok)
         if plan is None:
             with contextlib.suppress(*STORE_ERRORS):
                 if self.control.claim(f"slot/{base}/{self.env.rank}", GONE) == PLANNED:
-                    plan = self.await_leader(f"plan/{base}", time.monotonic() + BEAT_STALE_S)
+                    plan = self.await_leader(f"plan/{base}", time.monotonic() + BEAT_STALE_S, self._plan_ok)
         return plan
+
+    def _plan_ok(self, plan: Any) -> bool:
+        """A plan rank 0 could have made: well formed, and meeting at rank 0's own address."""
+        return messages.plan_ok(plan) and (plan.get("done") is True or plan["master_addr"] == self.env.master_addr)
 
     def say_ready(self, base: str, value: dict[str, Any]) -> None:
         """Ready for an attempt (`{"local_ranks": n}`), or absent from it (`{"absent": why}`)."""
@@ -160,7 +171,7 @@ class Session:
                 continue
             first, size = plan["spans"][str(self.env.rank)]
             span = Span(first, plan["world_size"], plan["master_addr"], plan["port"])
-            params = {**run.params, **plan["params"]}
+            params = {**run.params, **plan["params"]}  # rank 0 sets the stage: probe, pairs, sizes
             outcome = launch(run.worker, size, run.backend, params, plan["timeout_s"], span=span)
             self._post_outcome(attempt_key(run.check_id, attempt), outcome)
             outcomes.append(outcome)
@@ -178,7 +189,8 @@ class Session:
         if self.await_leader("end", time.monotonic() + UNTIL_RANK_0_ENDS_S) is None:
             return None
         with contextlib.suppress(*STORE_ERRORS):
-            return self.control.read(f"verdict/{self.env.rank}")
+            verdict = self.control.read(f"verdict/{self.env.rank}")
+            return verdict if messages.verdict_ok(verdict) else None
         return None
 
     def close(self, wait_s: float = 10.0) -> None:
@@ -199,24 +211,42 @@ class Session:
         `report_s`, never for a node that stopped beating."""
         self.members = {r: Member(r, self.env.expected_name(r)) for r in range(self.env.world_size)}
         now = time.monotonic()
-        for rank, joined in self._collect("join", list(self.members.values()), now + join_s).items():
+        joins = self._collect("join", list(self.members.values()), now + join_s, self._join_problem)
+        for rank, joined in sorted(joins.items()):
             member = self.members[rank]
             member.joined, member.name, member.beat_seen_at = joined, joined["name"], time.monotonic()
         for member in self.members.values():
             if member.joined is None:
-                member.lost = f"never joined within {join_s:g} s"
+                member.lost = member.lost or f"never joined within {join_s:g} s"
         alive = [m for m in self.members.values() if m.alive]
-        for rank, report in self._collect("report", alive, time.monotonic() + report_s).items():
+        for rank, report in self._collect("report", alive, time.monotonic() + report_s, _report_problem).items():
             self.members[rank].report = report
         for member in alive:
             if member.alive and member.report is None:
                 member.lost = f"sent no report within {report_s:g} s"
         return list(self.members.values())
 
-    def _collect(self, topic: str, members: list[Member], deadline: float) -> dict[int, Any]:
+    def _join_problem(self, member: Member, joined: Any) -> str | None:
+        expected = self.env.expected[member.rank] if member.rank < len(self.env.expected) else None
+        problem = messages.join_problem(joined, expected)
+        taken = [
+            m.rank
+            for m in self.members.values()
+            if m.joined and isinstance(joined, dict) and m.name == joined.get("name")
+        ]
+        return problem or (f"joined as {joined['name']!r}, which rank {taken[0]} already is" if taken else None)
+
+    def _collect(
+        self,
+        topic: str,
+        members: list[Member],
+        deadline: float,
+        problem: Callable[[Member, Any], str | None] = lambda member, value: None,
+    ) -> dict[int, Any]:
         """Each member's `topic/<rank>` value as it arrives: one blocking wait on the missing keys (at most a
         beat long), else one read of the topic's arrival list; one multi_get for what arrived. A member that
-        stops beating is not waited for."""
+        stops beating is not waited for; one whose value is not this run's, or has a `problem`, is lost with
+        the reason."""
         found: dict[int, Any] = {}
         while True:
             self._refresh_beats()
@@ -226,11 +256,27 @@ class Session:
                 return found
             keys = [f"{topic}/{m.rank}" for m in waiting]
             if self.control.wait(keys, min(BEAT_S, left)):
-                arrived = [m.rank for m in waiting]
+                arrived = waiting
             else:
                 posted = self.control.arrivals(topic)
-                arrived = [m.rank for m in waiting if m.rank in posted]
-            found.update(zip(arrived, self.control.fetch([f"{topic}/{r}" for r in arrived]), strict=True))
+                arrived = self._there(topic, [m for m in waiting if m.rank in posted])
+            values = self.control.fetch([f"{topic}/{m.rank}" for m in arrived])
+            for member, value in zip(arrived, values, strict=True):
+                why = TAMPERED if value is None else problem(member, value)
+                if why:
+                    member.lost, member.tampered = f"{why} ({topic})", value is None
+                else:
+                    found[member.rank] = value
+                    if topic == "join":
+                        member.joined, member.name = value, value["name"]
+
+    def _there(self, topic: str, said: list[Member]) -> list[Member]:
+        """The members whose `topic/<rank>` key is really there, of those the arrival list names: one request,
+        and one per member only where the list names a key that is not there (nobody of this run does that:
+        a node appends after posting)."""
+        if not said or self.control.all_present([f"{topic}/{m.rank}" for m in said]):
+            return said
+        return [m for m in said if self.control.present(f"{topic}/{m.rank}")]
 
     def _refresh_beats(self) -> None:
         """Every other live node's beat counter, at most once per beat, in one request."""
@@ -240,7 +286,7 @@ class Session:
         self._beats_read_at = now
         watched = [m for m in self.members.values() if m.alive and m.rank != self.env.rank]
         for member, beat in zip(watched, self.control.fetch([f"beat/{m.rank}" for m in watched]), strict=True):
-            if beat != member.last_beat:
+            if isinstance(beat, int) and beat != member.last_beat:
                 member.last_beat, member.beat_seen_at = beat, now
             elif now - member.beat_seen_at > BEAT_STALE_S:
                 at = self.control.read(f"at/{member.rank}") or "its own checks"
@@ -255,9 +301,11 @@ class Session:
         mine = launch(run.worker, plan["spans"]["0"][1], run.backend, params, run.timeout_s, span=span)
         others = [m for m in members if m.rank != 0]
         base = attempt_key(run.check_id, run.attempt)
-        outcomes = self._collect(f"outcome/{base}", others, time.monotonic() + run.timeout_s + OUTCOME_GRACE_S)
+        outcomes = self._collect(
+            f"outcome/{base}", others, time.monotonic() + run.timeout_s + OUTCOME_GRACE_S, _outcome_problem
+        )
         ranks = list(mine.ranks)
-        for rank in sorted(outcomes):
+        for rank in sorted(outcomes):  # each checked by messages.outcome_ok
             ranks += [RankReport(**r) for r in outcomes[rank].get("ranks", [])]
         lost = [m for m in others if m.rank not in outcomes]
         for member in lost:
@@ -269,7 +317,7 @@ class Session:
         wins, so never a node that gave up) and the plan it posts for them."""
         base = attempt_key(run.check_id, run.attempt)
         self.say_ready(base, {"local_ranks": run.local_ranks})
-        ready = self._collect(f"ready/{base}", participants, time.monotonic() + READY_WAIT_S)
+        ready = self._collect(f"ready/{base}", participants, time.monotonic() + READY_WAIT_S, _ready_problem)
         members = [
             m for m in participants if m.rank in ready and "absent" not in ready[m.rank] and self._claimed(base, m.rank)
         ]
@@ -304,6 +352,19 @@ class Session:
             self.control.post("end", True)
 
 
+def _report_problem(member: Member, value: Any) -> str | None:
+    return messages.report_problem(value, member.rank)
+
+
+def _outcome_problem(member: Member, value: Any) -> str | None:
+    return None if messages.outcome_ok(value) else "sent a workload outcome that is not one"
+
+
+def _ready_problem(member: Member, value: Any) -> str | None:
+    return None if messages.ready_ok(value) else "said it was ready with a message that is not one"
+
+
+TAMPERED = "its message was replaced by one this run did not seal: someone outside the run writes to the store"
 UNTIL_RANK_0_ENDS_S = 24 * 3600.0  # a bound only: the wait ends as soon as rank 0 ends or stops beating
 
 

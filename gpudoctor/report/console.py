@@ -173,6 +173,17 @@ class LiveProgress:
         return self.progress
 
 
+NO_CREDENTIAL = (
+    "no run credential: anyone who could reach the store could have written what the nodes reported "
+    "(set GPUDOCTOR_RUN_SECRET on every node, or run under Slurm with munge; docs/SECURITY.md)"
+)
+
+TAMPERED = (
+    "someone outside the run wrote to its store: what {} sent was replaced; not judged, not drained "
+    "(keep the store's port to the job's nodes; docs/SECURITY.md)"
+)
+
+
 def render_cluster(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
     """Rank 0's cluster report, readable at 1,000 nodes: the verdict, the nodes counted by rank 0's verdict,
     every node and link the results name (worst first, each with its figure, the reference it was judged
@@ -180,6 +191,10 @@ def render_cluster(console: Console, document: dict[str, Any], results: list[Res
     cluster = document["cluster"]
     console.print(_summary_line(document))
     console.print(_verdict_counts(cluster))
+    if cluster.get("credential") == "none":
+        console.print(Text(NO_CREDENTIAL, style="yellow"))
+    if cluster.get("tampered"):
+        console.print(Text(TAMPERED.format(", ".join(cluster["tampered"])), style="bold red"))
     if verbose:
         console.print(_node_table(cluster))
     if cluster["findings"]:

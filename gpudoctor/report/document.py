@@ -55,18 +55,22 @@ def build_cluster(
     strict: bool,
     interrupted: bool,
     launcher: str,
+    credential: str = "none",
 ) -> dict[str, Any]:
     """Rank 0's document: the cross-node results, and a `cluster` object with every node and what the results
     say of them. Drained (`failed_nodes`): lost, failed their own checks, or named by a failing row whose
-    suspicion was not refuted by a re-test. `stragglers`: named slow (a figure judged against a reference).
+    suspicion was not refuted by a re-test; never a node whose message a stranger replaced (`tampered`: such a
+    node is not judged, and the run says someone outside it writes to its store). `stragglers`: named slow (a
+    figure judged against a reference).
     `unconfirmed`: slow once, fine when re-tested; never drained. `links`: slow links whose suspicion held
     (never a node's fault; an unconfirmed one stays among the findings).
     It exits 1 if any node is to be drained, else by the usual rules over the cross-node results."""
     findings = _findings(results, nodes)
     on_node = [f for f in findings if f["node"] and not f["peer"]]
     held = [f for f in on_node if f["confirmed"] is not False]
-    failed = {n["name"] for n in nodes if n.get("lost") or n.get("exit_code")}
-    failed |= {f["node"] for f in held if Status(f["status"]).is_failure}
+    tampered = {n["name"] for n in nodes if n.get("tampered")}  # not judged: never drained for a stranger's doing
+    failed = {n["name"] for n in nodes if (n.get("lost") or n.get("exit_code")) and n["name"] not in tampered}
+    failed |= {f["node"] for f in held if Status(f["status"]).is_failure} - tampered
     stragglers = {f["node"] for f in held if f["figure"] and f["status"] in (Status.WARN.value, Status.FAIL.value)}
     unconfirmed = {f["node"] for f in on_node if f["confirmed"] is False} - failed - stragglers
     code = exit_code(results, strict, interrupted)
@@ -81,10 +85,12 @@ def build_cluster(
     for finding in findings:
         for node in {finding["node"], finding["peer"]} - {None}:
             named.setdefault(node, []).append(f"{finding['check_id']}: {finding['summary']}")
-    warned = stragglers | unconfirmed
+    warned = stragglers | unconfirmed | tampered
     document["cluster"] = {
         "world_size": len(nodes),
         "launcher": launcher,
+        "credential": credential,
+        "tampered": sorted(tampered),
         "nodes": [
             {
                 "name": n["name"],
