@@ -44,14 +44,19 @@ def dumps(baseline: dict[str, Any]) -> str:
     return json.dumps(baseline, indent=2, sort_keys=True) + "\n"
 
 
+def _figure(value: Any) -> bool:
+    """A figure a node measured: a finite number above zero (a bandwidth, a throughput)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 2.0**64
+
+
 def load(path: Path) -> dict[str, Any]:
     data = read_json(path, "baseline", BaselineError)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise BaselineError(f'{path} is not a gpudoctor baseline (no "schema": "{SCHEMA}")')
     if data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("figures"), dict):
         raise BaselineError(f"{path}: unsupported baseline schema_version {data.get('schema_version')!r}")
-    bad = [k for k, v in data["figures"].items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+    bad = [k for k, v in data["figures"].items() if not _figure(v)]
     if bad:
-        raise BaselineError(f"{path}: figure {bad[0]!r} is not a number")
+        raise BaselineError(f"{path}: figure {bad[0]!r} is {data['figures'][bad[0]]!r}, not a measured figure (> 0)")
     data["path"] = str(path)
     return data

@@ -205,10 +205,13 @@ def _capture(path: str) -> dict[str, Any]:
     """An nvidia-smi -q -x capture as a snapshot; any other file is a usage error."""
     from gpudoctor.facts import snapshot
 
-    if Path(path).is_file() and snapshot.file_kind(Path(path)) != "capture":
-        raise UsageError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
+    from gpudoctor.files import read_input
+
     try:
-        return snapshot.read_capture(Path(path))
+        data = read_input(path, "capture", snapshot.SnapshotError)
+        if snapshot.content_kind(data) != "capture":
+            raise UsageError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
+        return snapshot.capture_from(Path(path), data)
     except snapshot.SnapshotError as exc:
         raise UsageError(str(exc)) from None
 
@@ -359,7 +362,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read the nodes' state ({problem}): nothing drained")
     if problem:
         print(f"gpudoctor: {problem}: an administrator's drain cannot be told apart, nothing resumed", file=sys.stderr)
-    return slurm.apply(slurm.plan(report, states), args.dry_run, print)
+    return slurm.apply(slurm.plan(report, states, known=not problem), args.dry_run, print)
 
 
 COMMANDS = {

@@ -11,11 +11,13 @@ error naming the key.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.files import read_text
 from gpudoctor.registry import LEVELS, CheckSpec
 
 if sys.version_info >= (3, 11):
@@ -36,6 +38,7 @@ TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
     "checks": dict,
 }
 PER_CHECK_COMMON: dict[str, Any] = {"timeout": 0.0}
+CONFIG_BYTES = 2**20  # a config of a megabyte is no config
 
 
 class ConfigError(ValueError):
@@ -56,12 +59,13 @@ class Config:
 def load(path: Path | None) -> Config:
     if path is None:
         return Config()
+    text = read_text(path, "config", ConfigError, limit=CONFIG_BYTES)
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    except (RecursionError, ValueError) as exc:
+        raise ConfigError(f"config {path} cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from None
     for key, value in data.items():
         _check_type(path, key, value, TOP_LEVEL.get(key))
     if "level" in data and data["level"] not in LEVELS:
@@ -78,6 +82,24 @@ def _check_type(path: Path, key: str, value: Any, expected: type | tuple[type, .
     if not isinstance(value, expected):
         names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"config {path}: {key} must be {names}, not {type(value).__name__}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = value_range(key)
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ConfigError(f"config {path}: {key} = {value!r} is outside {low:g}..{high:g}")
+
+
+FRACTIONS = ("fraction", "floor", "tolerance", "share", "scaling", "min_loss_drop")
+AT_LEAST_ONE = ("iters", "cpu_ranks")
+LARGEST = 2.0**53  # no setting needs more; NaN and infinity are no setting at all
+
+
+def value_range(key: str) -> tuple[float, float]:
+    """The values a numeric setting may take: a fraction 0..1, a count of iterations or ranks from 1, any
+    other figure (a threshold, a size, a time limit, 0 for "the default") from 0."""
+    name = key.rsplit(".", 1)[-1]
+    if name.endswith(FRACTIONS):
+        return 0.0, 1.0
+    return (1.0 if name in AT_LEAST_ONE else 0.0), LARGEST
 
 
 def _flatten(tables: dict[str, Any]) -> dict[str, dict[str, Any]]:

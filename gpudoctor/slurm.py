@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.cluster.env import NODE_NAME
+
 TAG = "gpudoctor:"
 REASON_CHARS = 120
 
@@ -67,44 +69,102 @@ def run_tool(argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 127, "", str(exc))
 
 
+def refusal(name: Any) -> str:
+    """Why `name` must not reach sinfo or scontrol ("" if it is one node's exact name): scontrol expands `ALL`,
+    ranges (`gpu[002-512]`) and lists (`a,b`) to many nodes (scontrol(1))."""
+    if isinstance(name, str) and name.upper() == "ALL":
+        return "Slurm reads ALL as every node"
+    if not isinstance(name, str) or not NODE_NAME.match(name):
+        return "not one node's name (Slurm would read [ ] , * or spaces as several nodes, or none)"
+    return ""
+
+
+ARG_CHARS = 32 * 1024  # names per sinfo/scontrol argument: far below Linux's 128 KiB for one argument
+
+
+def pieces(names: list[str]) -> list[list[str]]:
+    """`names` in runs whose comma-joined length stays under ARG_CHARS."""
+    out: list[list[str]] = [[]]
+    size = 0
+    for name in names:
+        if out[-1] and size + len(name) + 1 > ARG_CHARS:
+            out.append([])
+            size = 0
+        out[-1].append(name)
+        size += len(name) + 1
+    return [piece for piece in out if piece]
+
+
 def node_states(names: list[str], run: Runner = run_tool) -> tuple[dict[str, NodeState], str]:
-    """Each named node's state and reason from sinfo, and what went wrong if sinfo could not say."""
-    proc = run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N|%T|%E"])
-    if proc.returncode:
-        return {}, f"sinfo failed: {(proc.stderr or proc.stdout).strip() or f'exit {proc.returncode}'}"
+    """Each named node's state and reason from sinfo (asked in pieces), and what went wrong if sinfo could
+    not say. Only exact node names are asked about."""
     states = {}
-    for line in proc.stdout.splitlines():
-        name, _, rest = line.partition("|")
-        state, _, reason = rest.partition("|")
-        states[name.strip()] = NodeState(state.strip().lower(), reason.strip())
+    for piece in pieces([n for n in dict.fromkeys(names) if not refusal(n)]):
+        proc = run(["sinfo", "-h", "-N", "-n", ",".join(piece), "-o", "%N|%T|%E"])
+        if proc.returncode:
+            return {}, f"sinfo failed: {(proc.stderr or proc.stdout).strip() or f'exit {proc.returncode}'}"
+        for line in proc.stdout.splitlines():
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            states[name.strip()] = NodeState(state.strip().lower(), reason.strip())
     return states, ""
 
 
 @dataclass(frozen=True)
 class Action:
-    node: str
     argv: list[str]  # empty: nothing to run, only to say
     doing: str  # "drain node-2 (gpudoctor: cluster.links)"
+    refused: bool = False  # a node rank 0 named that is not acted on: the run did not do all it was asked
 
 
-def plan(report: dict[str, Any], states: dict[str, NodeState]) -> list[Action]:
+def plan(report: dict[str, Any], states: dict[str, NodeState], known: bool = True) -> list[Action]:
     """Drain each failed node unless an administrator holds it already; resume each node gpudoctor drained
-    that rank 0 now finds fine."""
+    that rank 0 now finds fine. Only exact names sinfo returned (`known`: sinfo answered) are acted on; nodes
+    with the same reason go in one scontrol call."""
     failed = set(report["cluster"]["failed_nodes"])
-    actions = []
+    said: list[Action] = []
+    drains: dict[str, list[str]] = {}
+    resumes: list[str] = []
     for node in report["cluster"]["nodes"]:
         name, state = node["name"], states.get(node["name"])
-        if name in failed:
-            if state and state.held and not state.ours:
-                actions.append(Action(name, [], f"leave {name} as it is: an administrator holds it ({state.reason})"))
-                continue
-            reason = f"{TAG} {why(node, report)}"[:REASON_CHARS]
-            argv = ["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
-            actions.append(Action(name, argv, f"drain {name} ({reason})"))
-        elif state and state.held and state.ours:
-            argv = ["scontrol", "update", f"NodeName={name}", "State=RESUME"]
-            actions.append(Action(name, argv, f"resume {name} (gpudoctor drained it; it passes now)"))
-    return actions
+        if name not in failed and not (state and state.held and state.ours):
+            continue
+        refused = refusal(name) or ("" if state or not known else "sinfo does not know a node of that name")
+        if refused:
+            doing = f"refuse {shown(name, quote=True)}" if refusal(name) else f"leave {name} as it is"
+            said.append(Action([], f"{doing}: {refused}", True))
+        elif name not in failed:
+            resumes.append(name)
+        elif state and state.held and not state.ours:
+            said.append(Action([], f"leave {name} as it is: an administrator holds it ({shown(state.reason)})"))
+        else:
+            drains.setdefault(f"{TAG} {printable(why(node, report))}"[:REASON_CHARS], []).append(name)
+    actions = [
+        Action(_update(piece, "State=DRAIN", f"Reason={reason}"), f"drain {','.join(piece)} ({reason})")
+        for reason, names in drains.items()
+        for piece in pieces(names)
+    ]
+    actions += [
+        Action(_update(piece, "State=RESUME"), f"resume {','.join(piece)} (gpudoctor drained it; it passes now)")
+        for piece in pieces(resumes)
+    ]
+    return said + actions
+
+
+def _update(names: list[str], *settings: str) -> list[str]:
+    return ["scontrol", "update", f"NodeName={','.join(names)}", *settings]
+
+
+def printable(text: str) -> str:
+    """`text` with every control character (a terminal's escape sequences among them) written as an escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(text: Any, quote: bool = False) -> str:
+    """Text from a report or sinfo as `drain` prints it: quoted (`quote`, or where it is not plain) with its
+    control characters escaped, so no escape sequence reaches the operator's terminal."""
+    text = str(text)
+    return repr(text) if quote or printable(text) != text else text
 
 
 def why(node: dict[str, Any], report: dict[str, Any]) -> str:
@@ -118,7 +178,7 @@ def why(node: dict[str, Any], report: dict[str, Any]) -> str:
 
 def apply(actions: list[Action], dry_run: bool, say: Callable[[str], None], run: Runner = run_tool) -> int:
     """Run (or, dry, print) each action; 1 if any failed, with why."""
-    failed = 0
+    failed = sum(a.refused for a in actions)
     for action in actions:
         if not action.argv or dry_run:
             say(shlex.join(action.argv) if action.argv else action.doing)

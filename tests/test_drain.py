@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,64 @@ def test_a_damaged_cluster_report_is_one_line_and_drains_nothing(tmp_path: Path,
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and str(path) in proc.stderr, proc.stderr
     assert not calls.exists()
+
+
+def named_report(tmp_path: Path, names: list[str]) -> Path:
+    """Every node in `names` lost (so rank 0 names it for draining)."""
+    nodes = [
+        {"name": n, "rank": i, "lost": "never joined within 20 s", "exit_code": None, "status": "error"}
+        for i, n in enumerate(names)
+    ]
+    meta = {"host": "n0", "started_at": "2026-11-23T10:00:00+00:00", "duration_s": 1.0, "level": "quick"}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(doc.build_cluster([], nodes, {**meta, "source": "live"}, False, False, "slurm")))
+    return path
+
+
+def recording_sinfo(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+    """sinfo answering for every exact name it is asked about (each idle) and recording its arguments;
+    scontrol recording its calls. Both run through exec, so an argument over Linux's limit fails as it would."""
+    folder, calls, asked = tmp_path / "bin", tmp_path / "calls", tmp_path / "asked"
+    folder.mkdir()
+    (folder / "sinfo").write_text(
+        f"#!{sys.executable}\nimport sys\nnames = sys.argv[sys.argv.index('-n') + 1]\n"
+        f"open({str(asked)!r}, 'a').write(names + '\\n')\n"
+        "print('\\n'.join(f'{n}|idle|none' for n in names.split(',') if n != 'ghost'))\n"
+    )
+    (folder / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    for tool in ("sinfo", "scontrol"):
+        (folder / tool).chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}, calls, asked
+
+
+def test_only_exact_node_names_reach_scontrol(tmp_path: Path) -> None:
+    """scontrol expands ALL, ranges and lists to many nodes (scontrol(1)); a name that would be several nodes,
+    or holds what no node name has, is refused in one line and never reaches sinfo or scontrol."""
+    evil = ["ALL", "all", "gpu[002-512]", "n1,n2", "n*", "n 5", "n\t6", "\x1b[2K\x1b[1Aok", ""]
+    report = named_report(tmp_path, ["n0", *evil, "ghost"])
+    env, calls, asked = recording_sinfo(tmp_path)
+    proc = gpudoctor("drain", str(report), env=env)
+    assert calls.read_text().splitlines() == [
+        "update NodeName=n0 State=DRAIN Reason=gpudoctor: lost: never joined within 20 s"
+    ]
+    assert asked.read_text().splitlines() == ["n0,ghost"]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "refuse 'gpu[002-512]': not one node's name" in proc.stdout
+    assert "refuse 'ALL': Slurm reads ALL as every node" in proc.stdout
+    assert "\x1b" not in proc.stdout and "'\\x1b[2K\\x1b[1Aok'" in proc.stdout
+    assert "leave ghost as it is: sinfo does not know a node of that name" in proc.stdout
+
+
+def test_ten_thousand_nodes_are_asked_about_in_pieces_and_all_drained(tmp_path: Path) -> None:
+    """One `sinfo -n` argument for every name passed Linux's 128 KiB limit for one argument at ~10,000 nodes:
+    nothing was drained. Nodes with one reason are drained in few scontrol calls, each under the limit."""
+    names = [f"gpu-node-rack{i // 100:03d}-{i:06d}" for i in range(10_000)]
+    report = named_report(tmp_path, names)
+    env, calls, asked = recording_sinfo(tmp_path)
+    proc = gpudoctor("drain", str(report), env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    pieces = asked.read_text().splitlines()
+    assert len(pieces) > 1 and all(len(p) < 128 * 1024 for p in pieces)
+    drained = [c.split()[1].removeprefix("NodeName=").split(",") for c in calls.read_text().splitlines()]
+    assert sorted(n for call in drained for n in call) == names, "every node, in calls of one reason each"
+    assert all(len(",".join(call)) < 128 * 1024 for call in drained)

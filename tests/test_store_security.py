@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import socket
+import subprocess
 import tempfile
 import threading
 import time

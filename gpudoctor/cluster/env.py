@@ -56,10 +56,14 @@ def detect(environ: Mapping[str, str] = os.environ) -> ClusterEnv | None:
     return env if env.world_size > 1 else None
 
 
-def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int:
+WHOLE = re.compile(r"^\s*[0-9]{1,10}\s*$")
+MAX_NODES = 100_000  # more than any cluster has: a bound on what a variable can make gpudoctor expand
+
+
+def _int(environ: Mapping[str, str], name: str, minimum: int = 0, maximum: int = MAX_NODES) -> int:
     value = environ.get(name, "")
-    if not value.strip().isdigit() or int(value) < minimum:
-        raise ClusterEnvError(f"{name}={value!r} is not a whole number >= {minimum}")
+    if not WHOLE.match(value) or not minimum <= int(value) <= maximum:
+        raise ClusterEnvError(f"{name}={value[:40]!r} is not a whole number from {minimum} to {maximum}")
     return int(value)
 
 
@@ -76,13 +80,15 @@ def _from_torchrun(environ: Mapping[str, str]) -> ClusterEnv:
     rank, world = _int(environ, "RANK"), _int(environ, "WORLD_SIZE", 1)
     if rank >= world:
         raise ClusterEnvError(f"RANK={rank} is outside WORLD_SIZE={world}")
-    if int(environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1:
+    if environ.get("LOCAL_WORLD_SIZE") and _int(environ, "LOCAL_WORLD_SIZE", 1) > 1:
         raise ClusterEnvError("cluster mode runs one gpudoctor per node: start it with --nproc-per-node 1")
     if world > 1 and not environ.get("MASTER_ADDR"):
         raise ClusterEnvError("MASTER_ADDR is not set: start gpudoctor with torchrun or srun")
-    port = _int(environ, "MASTER_PORT", 1) if world > 1 else 0
+    port = _int(environ, "MASTER_PORT", 1, 65535) if world > 1 else 0
     elastic = "TORCHELASTIC_RUN_ID" in environ
     run_id = environ.get("TORCHELASTIC_RUN_ID", "env") + "." + environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if len(run_id) > 200 or not run_id.isprintable():
+        raise ClusterEnvError(f"TORCHELASTIC_RUN_ID={run_id[:40]!r}... is not a run id torchrun makes")
     return ClusterEnv(
         rank,
         world,
@@ -99,17 +105,17 @@ def _from_slurm(environ: Mapping[str, str]) -> ClusterEnv:
     """Inside an srun step (SLURM_STEP_NUM_TASKS is set only there: a batch script's own environment has
     SLURM_PROCID=0 too, and must not wait for ranks that never come)."""
     rank, world = _int(environ, "SLURM_PROCID"), _int(environ, "SLURM_STEP_NUM_TASKS", 1)
-    nodes = environ.get("SLURM_STEP_NUM_NODES")
-    if nodes and int(nodes) != world:
+    nodes = _int(environ, "SLURM_STEP_NUM_NODES", 1) if environ.get("SLURM_STEP_NUM_NODES") else world
+    if nodes != world:
         raise ClusterEnvError(f"cluster mode runs one task per node: srun gave {world} tasks on {nodes} nodes")
     nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or ""
     hosts = expand_hostlist(nodelist)
     if not hosts:
         raise ClusterEnvError(f"SLURM_STEP_NODELIST={nodelist!r} names no node")
-    job = environ.get("SLURM_JOB_ID", "0")
-    step = environ.get("SLURM_STEP_ID", "0")
-    default_port = SLURM_PORT_BASE + (int(job) % 1000 if job.isdigit() else 0)
-    port = _int(environ, "MASTER_PORT", 1) if environ.get("MASTER_PORT") else default_port
+    job = str(_int(environ, "SLURM_JOB_ID", 0, 2**32)) if environ.get("SLURM_JOB_ID") else "0"
+    step = str(_int(environ, "SLURM_STEP_ID", 0, 2**32)) if environ.get("SLURM_STEP_ID") else "0"
+    default_port = SLURM_PORT_BASE + int(job) % 1000
+    port = _int(environ, "MASTER_PORT", 1, 65535) if environ.get("MASTER_PORT") else default_port
     return ClusterEnv(
         rank,
         world,
@@ -128,12 +134,16 @@ def expand_hostlist(text: str) -> list[str]:
     text = text.strip()
     if not text:
         return []
+    parts = _top_level_parts(text)
+    count = sum(_count_one(part) for part in parts)
+    if count > MAX_NODES:
+        raise ClusterEnvError(f"host list {text[:60]!r} names {count:,} nodes; gpudoctor takes at most {MAX_NODES:,}")
     scontrol = shutil.which("scontrol")
     if scontrol:
         proc = subprocess.run([scontrol, "show", "hostnames", text], capture_output=True, text=True, check=False)
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.split()
-    return [name for part in _top_level_parts(text) for name in _expand_one(part)]
+    return [name for part in parts for name in _expand_one(part)]
 
 
 def _top_level_parts(text: str) -> list[str]:
@@ -146,6 +156,20 @@ def _top_level_parts(text: str) -> list[str]:
     if depth:
         raise ClusterEnvError(f"host list {text!r} has an unclosed bracket")
     return [*parts, text[start:]]
+
+
+def _count_one(pattern: str) -> int:
+    """How many names `_expand_one(pattern)` makes, without making them."""
+    count = 1
+    for group in re.findall(r"\[([^\]]*)\]", pattern):
+        size = 0
+        for item in group.split(","):
+            low, _, high = item.partition("-")
+            if not WHOLE.match(low) or (high and not WHOLE.match(high)):
+                raise ClusterEnvError(f"host list range {item[:40]!r} in {pattern[:60]!r} is not N or N-M")
+            size += max(int(high or low) - int(low) + 1, 0)
+        count *= size
+    return count
 
 
 def _expand_one(pattern: str) -> list[str]:

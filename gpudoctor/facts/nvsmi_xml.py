@@ -11,6 +11,7 @@ captures of DTD v10 (driver 418) to v13 (driver 595); the element names that cha
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -103,9 +104,11 @@ def value(text: str | None) -> str | None:
 
 
 def number(text: str | None) -> float | None:
-    """The number an element starts with ("81920 MiB", "67.03 W", "16x", "27 C"), or None."""
+    """The number an element starts with ("81920 MiB", "67.03 W", "16x", "27 C"), or None (also for one no
+    counter or reading can be: past 2**63, which a 400-digit number in a damaged file is)."""
     found = NUMBER.match(value(text) or "")
-    return float(found.group(0)) if found else None
+    result = float(found.group(0)) if found else math.nan
+    return result if math.isfinite(result) and abs(result) < 2.0**63 else None
 
 
 def integer(text: str | None) -> int | None:

@@ -6,7 +6,10 @@ capture does not hold it), never a guess. Enums and bitmasks are decoded to name
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import math
+import types
+import typing
+from typing import Any, TypedDict, Union
 
 SCHEMA = "gpudoctor.snapshot"
 # Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
@@ -151,6 +154,73 @@ class SystemFacts(TypedDict, total=False):
     nvcc: dict
     gpu_processes: dict[str, dict]
     gpu_numa_nodes: dict[str, int | None]
+
+
+class Snapshot(TypedDict, total=False):
+    schema: str
+    schema_version: int
+    tool_version: str
+    taken_at: str | None
+    sources: list[str]
+    capture: dict
+    nvml: NvmlFacts
+    nvml_calls: dict
+    torch: TorchFacts
+    system: SystemFacts
+    gather_s: float | None
+
+
+def problem(value: Any, shape: Any = Snapshot, where: str = "") -> str | None:
+    """The first place where `value` is not of `shape` (these TypedDicts, and the types in them), said as
+    `system.hostname is 5 (an int), not str`; None where it is. Fields a shape does not name are not judged."""
+    origin = typing.get_origin(shape)
+    if shape is Any:
+        return None
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(shape)
+        if value is None and type(None) in options:
+            return None
+        answers = [problem(value, option, where) for option in options if option is not type(None)]
+        return None if None in answers else answers[0]
+    if isinstance(shape, type) and issubclass(shape, dict) and hasattr(shape, "__annotations__"):
+        return _dict_problem(value, shape, where)
+    return _plain_problem(value, origin or shape, typing.get_args(shape), where)
+
+
+def _dict_problem(value: Any, shape: Any, where: str) -> str | None:
+    if not isinstance(value, dict):
+        return _wrong(value, "an object", where)
+    hints = typing.get_type_hints(shape)
+    for key, item in value.items():
+        if key in hints:
+            found = problem(item, hints[key], f"{where}.{key}" if where else key)
+            if found:
+                return found
+    return None
+
+
+def _plain_problem(value: Any, kind: Any, args: tuple[Any, ...], where: str) -> str | None:
+    if kind is None or kind is type(None):
+        return None if value is None else _wrong(value, "null", where)
+    if kind is float:
+        good = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return None if good else _wrong(value, "a finite number", where)
+    if kind is int:
+        good = isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+        return None if good else _wrong(value, "a whole number", where)
+    if not isinstance(value, kind):
+        return _wrong(value, kind.__name__, where)
+    if kind is list and args:
+        return next((p for i, v in enumerate(value) if (p := problem(v, args[0], f"{where}[{i}]"))), None)
+    if kind is dict and len(args) == 2:
+        return next((p for k, v in value.items() if (p := problem(v, args[1], f"{where}.{k}"))), None)
+    return None
+
+
+def _wrong(value: Any, wanted: str, where: str) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"{where or 'the snapshot'} is {shown} (type {type(value).__name__}), not {wanted}"
 
 
 # GpuFacts fields an nvidia-smi capture may lack (GpuFacts.not_captured), in words for a judge.

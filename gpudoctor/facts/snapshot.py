@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
-from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES
-from gpudoctor.files import read_json
+from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES, problem
+from gpudoctor.files import parse_json, read_input
 
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
@@ -65,47 +65,57 @@ def dumps(snapshot: dict[str, Any]) -> str:
     return json.dumps(snapshot, indent=1, sort_keys=True) + "\n"
 
 
-def load(path: Path) -> dict[str, Any]:
-    """A gpudoctor snapshot, or an `nvidia-smi -q -x` capture read as one: told apart by content."""
-    kind = file_kind(path)
+def load(path: Path | str) -> dict[str, Any]:
+    """A gpudoctor snapshot, or an `nvidia-smi -q -x` capture read as one: told apart by content; `-` reads
+    standard input. Every fact is checked against facts/schema.py, and a wrong one named."""
+    data = read_input(path, "snapshot", SnapshotError)
+    kind = content_kind(data)
     if kind == "capture":
-        return read_capture(path)
+        return capture_from(Path(path), data)
     if kind is None:
         raise SnapshotError(f"{path} is neither a gpudoctor snapshot (JSON) nor an nvidia-smi -q -x capture (XML)")
-    data = read_json(path, "snapshot", SnapshotError)
-    validate(data, str(path))
-    return upgrade(data)
+    snapshot = parse_json(data, path, "snapshot", SnapshotError)
+    validate(snapshot, str(path))
+    snapshot = upgrade(snapshot, str(path))
+    wrong = problem(snapshot)
+    if wrong:
+        raise SnapshotError(f"snapshot {path}: {wrong}")
+    return snapshot
 
 
-def file_kind(path: Path) -> str | None:
-    """ "capture" (XML), "snapshot" (JSON, an empty file, or one that cannot be read: the JSON reader names
-    the problem), or None for anything else. Read from the file's first bytes."""
+def content_kind(data: bytes) -> str | None:
+    """ "capture" (XML), "snapshot" (JSON, or an empty file: the JSON reader names the problem), or None for
+    anything else. Told from the first bytes."""
     from gpudoctor.facts.nvsmi_xml import text_head
 
-    try:
-        with open(path, "rb") as handle:
-            start = text_head(handle.read(64)).lstrip()[:1]
-    except OSError:
-        return "snapshot"
+    start = text_head(data[:64]).lstrip()[:1]
     return {"<": "capture", "{": "snapshot", "": "snapshot"}.get(start)
 
 
-def read_capture(path: Path) -> dict[str, Any]:
-    """An `nvidia-smi -q -x` capture as a snapshot of NVML facts (the other sources it cannot hold)."""
+def capture_from(path: Path, data: bytes) -> dict[str, Any]:
+    """An `nvidia-smi -q -x` capture's bytes as a snapshot of NVML facts (the other sources it cannot hold)."""
     from gpudoctor.facts import nvsmi_xml
 
     try:
-        return nvsmi_xml.to_snapshot(Path(path), Path(path).read_bytes())
-    except OSError as exc:
-        raise SnapshotError(f"cannot read capture {path}: {exc.strerror}") from None
+        return nvsmi_xml.to_snapshot(path, data)
     except nvsmi_xml.CaptureError as exc:
         raise SnapshotError(str(exc)) from None
 
 
-def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+def upgrade(data: dict[str, Any], name: str = "snapshot") -> dict[str, Any]:
     """Older snapshots into today's facts: version 1 held NVML enums as numbers, versions 1 and 2 NVML's
     NVLink version code as if it were the generation. Recorded calls replay through today's gateway; without
-    them, the NVLink codes are decoded in place."""
+    them, the NVLink codes are decoded in place. Facts that cannot be read so are a SnapshotError."""
+    try:
+        return _upgraded(data)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        version = data["schema_version"]
+        raise SnapshotError(
+            f"{name}: its schema {version} facts cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
     if data["schema_version"] < SCHEMA_VERSION and data["nvml_calls"]:
         data["nvml"] = replay_nvml(data)
     elif data["schema_version"] < 3:

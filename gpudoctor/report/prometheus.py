@@ -15,9 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
+from gpudoctor.files import read_input, write_atomic
 from gpudoctor.model import Status
 
 PREFIX = "gpudoctor"
@@ -171,10 +172,13 @@ def _text(value: Any) -> str:
 
 
 def write(path: str, document: dict[str, Any]) -> None:
-    """Atomically (a temporary file in the same folder, then a rename): a reader never sees half a file."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReportCollector(document))
-    write_to_textfile(path, registry)
+    """Atomically, through files.write_atomic (a fresh private temporary name, then a rename): a reader never
+    sees half a file, and a link planted where prometheus_client's write_to_textfile puts its temporary file
+    (`<file>.<pid>.<thread>`, opened without O_EXCL or O_NOFOLLOW) is never written through."""
+    write_atomic(Path(path), render(document))
+
+
+PROM_BYTES = 16 * 2**20  # node_exporter's textfiles are kilobytes
 
 
 def rivals(path: str) -> list[str]:
@@ -192,8 +196,8 @@ def rivals(path: str) -> list[str]:
 def _run_series(path: Path) -> set[str]:
     """The `gpudoctor_last_run_timestamp_seconds` series (name and labels) a textfile holds."""
     try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
+        lines = read_input(path, "textfile", OSError, limit=PROM_BYTES).decode(errors="replace").splitlines()
+    except OSError:  # unreadable, too big, or no regular file (a FIFO would block forever, /dev/zero never end)
         return set()
     stamp = f"{PREFIX}_last_run_timestamp_seconds"
     return {line.rsplit(" ", 1)[0] for line in lines if line.startswith(stamp)}
