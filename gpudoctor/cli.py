@@ -204,7 +204,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def _capture(path: str) -> dict[str, Any]:
     """An nvidia-smi -q -x capture as a snapshot; any other file is a usage error."""
     from gpudoctor.facts import snapshot
-
     from gpudoctor.files import read_input
 
     try:

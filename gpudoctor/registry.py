@@ -11,12 +11,14 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor import guard
 from gpudoctor.facts.schema import SOURCES
 
 LEVELS = ("quick", "standard", "full")
@@ -167,26 +169,72 @@ def _load_entry_points(found: Discovery) -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         source = f"plugin {ep.name} ({ep.value})"
         try:
-            found.specs += specs_in(ep.load(), source)
+            found.specs += specs_in(guard.call(ep.load, IMPORT_LIMIT_S, f"importing {ep.value}"), source)
         except Exception as exc:  # a broken plugin is a finding, not a crash
-            found.broken.append((source, f"{type(exc).__name__}: {exc}"))
+            found.broken.append((source, _why(exc)))
 
 
 def _load_directory(directory: Path, found: Discovery) -> None:
     if not directory.is_dir():
         raise NotADirectoryError(f"checks directory {directory} does not exist")
+    unsafe = unsafe_for_root(directory)
+    if unsafe:
+        raise NotADirectoryError(f"checks directory {directory} {unsafe}: as root, gpudoctor imports nothing from it")
     for path in sorted(directory.glob("*.py")):
         source = f"dir {path}"
-        module_name = f"gpudoctor_site_checks.{path.stem}"
+        refused = not_a_file(path) or unsafe_for_root(path)
+        if refused:
+            found.broken.append((source, f"not imported: it {refused}"))
+            continue
         try:
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            spec.loader.exec_module(module)
+            module = guard.call(lambda p=path: _import_file(p), IMPORT_LIMIT_S, f"importing {path.name}")
             found.specs += specs_in(module, source)
         except Exception as exc:
-            found.broken.append((source, f"{type(exc).__name__}: {exc}"))
+            found.broken.append((source, _why(exc)))
+
+
+def _why(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, guard.Stopped) else f"{type(exc).__name__}: {exc}"
+
+
+IMPORT_LIMIT_S = 30.0  # a plugin's import that takes longer is stuck (on a network mount, a lock, a loop)
+
+
+def _import_file(path: Path) -> Any:
+    module_name = f"gpudoctor_site_checks.{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def not_a_file(path: Path) -> str:
+    """Why `path` cannot be imported as a file ("" if it can): a FIFO or device would block the import."""
+    try:
+        return "" if stat.S_ISREG(path.stat().st_mode) else "is not a regular file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+
+
+def unsafe_for_root(path: Path, euid: int | None = None) -> str:
+    """Why root must not import code from `path` ("" if it may, and always when not root): as sudo and sshd
+    judge their files, the file or folder, or a folder above it, is owned by another user or writable by
+    group or others (a sticky folder such as /tmp above it is fine: nobody can replace what is in it)."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return ""
+    target = path.resolve()
+    for place in [target, *target.parents]:
+        info = place.stat()
+        where = "" if place == target else f"sits in {place}, which "
+        if info.st_uid != 0:
+            return f"{where}is owned by uid {info.st_uid}"
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not (place != target and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX):
+            whom = "group" if writable == stat.S_IWGRP else "others" if writable == stat.S_IWOTH else "group and others"
+            return f"{where}is writable by {whom} (mode {stat.S_IMODE(info.st_mode):o})"
+    return ""
 
 
 def _drop_duplicates(found: Discovery) -> None:

@@ -3,12 +3,15 @@ see only `gpudoctor.api`."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor import guard
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.context import CheckContext, Options
 from gpudoctor.facts.schema import SOURCES
@@ -142,9 +145,13 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
         results = [_skipped(spec, reason)]
     else:
         try:
-            results = vetted(spec.run(ctx))
+            results = vetted(_call(spec, ctx))
         except KeyboardInterrupt:
             raise
+        except guard.TimedOut as exc:
+            results = [Result(Status.TIMEOUT, str(exc))]
+        except guard.Stopped as exc:
+            results = [Result(Status.ERROR, f"{spec.id} {exc}")]
         except NotAResult as exc:
             results = [Result(Status.ERROR, f"{spec.id} returned {exc}; a check returns a Result or a list of them")]
         except Exception as exc:
@@ -155,6 +162,18 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
         result.title = result.title or spec.title
         result.duration_s = result.duration_s or round(elapsed, 3)
     return results
+
+
+def _call(spec: CheckSpec, ctx: CheckContext) -> Any:
+    """The check's answer. A check that is not gpudoctor's own gets its own copy of the facts (what it changes
+    there no other check sees). A quick check, which only judges facts, gets its time limit here (a workload
+    has its own, in the process it runs in); no check can end gpudoctor (sys.exit, os._exit)."""
+    if spec.source != "builtin":
+        ctx = dataclasses.replace(ctx, facts=copy.deepcopy(ctx.facts))
+    if spec.level == "quick":
+        return guard.call(lambda: spec.run(ctx), ctx.timeout_s, spec.id)
+    with guard.no_exit():
+        return spec.run(ctx)
 
 
 def _skipped(spec: CheckSpec, reason: str) -> Result:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES, problem
-from gpudoctor.files import parse_json, read_input
+from gpudoctor.files import decode, parse_json, read_input
 
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
@@ -88,8 +88,9 @@ def content_kind(data: bytes) -> str | None:
     anything else. Told from the first bytes."""
     from gpudoctor.facts.nvsmi_xml import text_head
 
-    start = text_head(data[:64]).lstrip()[:1]
-    return {"<": "capture", "{": "snapshot", "": "snapshot"}.get(start)
+    head = decode(data[:512]) or text_head(data[:64])  # a multi-byte character cut at 512 bytes: the BOM way
+    start = head.lstrip("\ufeff \t\r\n")[:1]
+    return {"<": "capture", "{": "snapshot", "[": "snapshot", "": "snapshot"}.get(start)
 
 
 def capture_from(path: Path, data: bytes) -> dict[str, Any]:

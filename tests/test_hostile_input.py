@@ -1,0 +1,184 @@
+"""Input no tool writes, handed to gpudoctor by a careless user or an attacker (issue: FIFOs and /dev/zero hung
+or ate memory, 400-digit numbers, 5000-digit strings and deep nesting raised tracebacks, NaN thresholds passed
+a node that should warn, a link planted at prometheus_client's temporary name made root write through it).
+Each is a one-line error naming the problem, or is read as well as it can be; never a traceback or a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
+
+from gpudoctor import baseline, config, files
+from gpudoctor.facts import snapshot
+from gpudoctor.facts.nvsmi_xml import integer
+from gpudoctor.report import prometheus
+
+HEALTHY = SNAPSHOTS / "h100-sxm-8x.json"
+
+
+def one_line(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-800:])
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-800:]
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--from", "--config", "--baseline"])
+def test_a_fifo_or_a_device_is_refused_not_waited_on(tmp_path: Path, option: str) -> None:
+    fifo = tmp_path / "evil.json"
+    os.mkfifo(fifo)
+    extra = [] if option == "--from" else ["--from", str(HEALTHY)]
+    one_line(gpudoctor("check", *extra, option, str(fifo), timeout=60), "is a FIFO, not a file gpudoctor reads")
+    one_line(gpudoctor("check", *extra, option, "/dev/zero", timeout=60), "is a character device")
+
+
+def test_standard_input_is_read_but_not_without_end(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [GPUDOCTOR, "check", "--from", "-"], input=HEALTHY.read_bytes(), capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-500:]
+    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        proc = subprocess.run([GPUDOCTOR, "check", "--from", "-"], stdin=endless.stdout, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+    finally:
+        endless.kill()
+        endless.wait()
+    one_line(proc, "larger than 64 MB, the most gpudoctor reads")
+
+
+def test_a_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    big = tmp_path / "big.xml"
+    with big.open("wb") as handle:
+        handle.truncate(files.MAX_INPUT_BYTES + 1)
+    one_line(gpudoctor("check", "--from", str(big), timeout=60), "larger than 64 MB")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+        ('{"a":' * 70 + "1" + "}" * 70, "nested too deep (gpudoctor reads at most 64 levels)"),
+        ('{"n": ' + "9" * 5000 + "}", "not valid JSON (Exceeds the limit"),
+        ('{"n": NaN}', "NaN is not a JSON number"),
+        ('{"n": -Infinity}', "-Infinity is not a JSON number"),
+    ],
+)
+def test_json_no_tool_writes_is_one_line(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    for reader, error in ((snapshot.load, snapshot.SnapshotError), (baseline.load, baseline.BaselineError)):
+        with pytest.raises(error, match=re.escape(words)):
+            reader(path)
+    one_line(gpudoctor("report", str(path)), words)
+    one_line(gpudoctor("drain", str(path), "--dry-run"), words)
+
+
+def test_utf16_without_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """What some Windows tools write: UTF-16BE or LE, no BOM."""
+    for encoding in ("utf-16-be", "utf-16-le"):
+        path = tmp_path / f"{encoding}.json"
+        path.write_bytes(HEALTHY.read_text().encode(encoding))
+        assert snapshot.load(path)["nvml"]["gpus"]
+    assert files.decode(b"\xff\xfe\xfd") is None
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"system": {"hostname": 5}}, "system.hostname is 5 (type int), not str"),
+        ({"gather_s": "slow"}, "gather_s is 'slow' (type str), not a finite number"),
+        ({"sources": "nvml"}, "sources is 'nvml' (type str), not list"),
+        ({"nvml": {"status": "ok", "gpus": [{"index": 0, "temperature_c": "hot"}]}}, "nvml.gpus[0].temperature_c"),
+        ({"nvml": {"status": "ok", "gpus": [5]}}, "nvml.gpus[0] is 5 (type int), not an object"),
+    ],
+)
+def test_a_wrong_typed_fact_is_named_when_the_snapshot_is_loaded(tmp_path: Path, change: dict, field: str) -> None:
+    data = {**json.loads(HEALTHY.read_text()), **change}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    one_line(gpudoctor("check", "--from", str(path)), field)
+
+
+def test_schema_1_calls_that_cannot_be_replayed_are_one_line(tmp_path: Path) -> None:
+    data = {**json.loads(HEALTHY.read_text()), "schema_version": 1, "nvml_calls": {"nvmlInit": [1, 2]}}
+    data["nvml_calls"]["nvmlDeviceGetCount"] = "eight"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    proc = gpudoctor("check", "--from", str(path))
+    assert proc.returncode in (0, 1, 2) and "Traceback" not in proc.stderr, proc.stderr[-800:]
+
+
+def test_a_400_digit_number_in_a_capture_is_no_figure() -> None:
+    assert integer("9" * 400 + " MiB") is None
+    assert integer("81920 MiB") == 81920
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[checks.health.ecc]\ncorrectable_warn = nan\n", "checks.health.ecc.correctable_warn = nan is outside"),
+        ("[checks.health.ecc]\ncorrectable_warn = -1\n", "is outside 0.."),
+        ("[checks.allreduce.bandwidth]\niters = -1\n", "checks.allreduce.bandwidth.iters = -1 is outside 1.."),
+        ("[checks.allreduce.bandwidth]\niters = 0\n", "iters = 0 is outside 1.."),
+        ("[checks.system.shm]\nmin_gib = inf\n", "min_gib = inf is outside"),
+        ("[checks.compute.gemm]\nfloor = 1.5\n", "floor = 1.5 is outside 0..1"),
+        ("timeout = -5\n", "timeout = -5 is outside"),
+        ("[checks.health.ecc]\ntimeout = -1.0\n", "is outside"),
+        ("checks = 5\n", "checks must be dict"),
+        ("[checks]\nhealth = 5\n", "checks.health must be a table"),
+        ("a = [" * 2000 + "]" * 2000, "config"),
+    ],
+)
+def test_a_config_value_no_site_means_is_refused(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    one_line(gpudoctor("check", "--from", str(HEALTHY), "--config", str(path)), words)
+
+
+def test_a_config_that_is_not_text_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"level = '\xff\xfe\xfa'\n")
+    with pytest.raises(config.ConfigError, match="is not text"):
+        config.load(path)
+
+
+@pytest.mark.parametrize("figure", [-1.0, 0, "fast", True])
+def test_a_baseline_figure_no_node_measured_is_refused(tmp_path: Path, figure: object) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema": baseline.SCHEMA, "schema_version": baseline.SCHEMA_VERSION,
+                                "figures": {"allreduce.bandwidth/busbw": figure}}))  # fmt: skip
+    with pytest.raises(baseline.BaselineError, match="not a measured figure"):
+        baseline.load(path)
+
+
+def test_the_prom_file_is_written_without_following_a_planted_link(tmp_path: Path) -> None:
+    """prometheus_client's write_to_textfile opened `<file>.<pid>.<thread>` with O_TRUNC and no O_NOFOLLOW: a
+    link planted at every such name this process could use now points nowhere it writes."""
+    import threading
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "gpudoctor.prom"
+    planted = out.with_name(f"{out.name}.{os.getpid()}.{threading.current_thread().ident}")
+    planted.symlink_to(victim)
+    document = json.loads(gpudoctor("check", "--from", str(HEALTHY), "--json").stdout)
+    prometheus.write(str(out), document)
+    assert victim.read_text() == "precious\n" and not out.is_symlink()
+    assert "gpudoctor_check_status" in out.read_text()
+
+
+def test_the_other_prom_files_scan_skips_fifos_devices_and_giants(tmp_path: Path) -> None:
+    out = tmp_path / "gpudoctor.prom"
+    os.mkfifo(tmp_path / "evil.prom")
+    (tmp_path / "zero.prom").symlink_to("/dev/zero")
+    with (tmp_path / "huge.prom").open("wb") as handle:
+        handle.truncate(prometheus.PROM_BYTES + 1)
+    proc = gpudoctor("check", "--from", str(HEALTHY), "--prom-file", str(out), timeout=60)
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-500:]
