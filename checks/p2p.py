@@ -155,7 +155,7 @@ def p2p(ctx: CheckContext) -> Result:
     return judge(data["pairs"], ctx.devices, ctx.gpus, ctx.nvml.get("topology", {}), ctx.settings["floor"])
 
 
-P2P_OFF = {"NCCL_P2P_DISABLE": ("1",), "NCCL_P2P_LEVEL": ("LOC", "0")}
+P2P_LEVEL_OFF = ("LOC", "0")
 
 
 def judge_consumer_p2p(gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str]) -> Result:
@@ -177,7 +177,8 @@ def judge_consumer_p2p(gpus: list[dict[str, Any]], topology: dict[str, Any], env
         return Result(
             Status.PASS, f"the driver reports no P2P between the {len(boards)} GeForce boards: NCCL avoids it"
         )
-    off = [f"{var}={env[var]}" for var, values in P2P_OFF.items() if env.get(var, "").upper() in values]
+    off = [f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}"] if expect.nccl_int(env.get("NCCL_P2P_DISABLE")) else []
+    off += [f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']}"] if env.get("NCCL_P2P_LEVEL", "").upper() in P2P_LEVEL_OFF else []
     pairs = ", ".join(f"{gpu_label(a)}-{gpu_label(b)}" for a, b in reported[:3])
     if off:
         return Result(

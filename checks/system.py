@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Status, check, from_rows, gpu_row, is_geforce
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Status,
+    check,
+    expect,
+    from_rows,
+    gpu_row,
+    is_geforce,
+)
 
 GIB = 2**30
 DISABLING_VARS = {
@@ -211,8 +222,12 @@ def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_no
     interfaces = system.get("interfaces", [])
     findings: list[tuple[Status, str, str]] = []
     for var, effect in DISABLING_VARS.items():
-        if env.get(var, "0") not in ("", "0") and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
-            findings.append((Status.WARN, f"{var}={env[var]}: {effect}", f"unset {var}"))
+        value = env.get(var, "")
+        if expect.nccl_int(value) and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
+            findings.append((Status.WARN, f"{var}={value}: {effect}", f"unset {var}"))
+        elif value.strip() and not expect.NCCL_NUMBER.match(value):
+            said = f"{var}={value[:40]!r} is no number: NCCL reads it as 0, so it changes nothing"
+            findings.append((Status.WARN, said, f"export {var}=1  # or unset {var}"))
     interface = interface_finding(system, spans_nodes)
     if interface:
         findings.append(interface)

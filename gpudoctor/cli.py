@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -142,7 +143,11 @@ def _non_negative_int(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes mean one thing each, whatever happens: 0 every check passed (warnings allowed), 1 a check
+    failed (the node is bad), 2 usage error (nothing judged), 3 gpudoctor itself broke or could not deliver
+    its report (the node is not judged), 130 interrupted (Ctrl-C or SIGTERM, from the first instant)."""
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -150,16 +155,38 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return COMMANDS[args.command](args)
     except UsageError as exc:
-        print(f"gpudoctor: error: {exc}", file=sys.stderr)
-        if _requested_format(argv) == "nagios":
-            print(f"GPUDOCTOR UNKNOWN - {exc}", file=_REPORT[0] if _REPORT else sys.stdout, flush=True)
-            return NAGIOS_UNKNOWN
-        return 2
+        return _unjudged(argv, f"error: {exc}", EXIT_USAGE)
+    except DeliveryError as exc:
+        return _unjudged(argv, f"error: {exc}; the checks ran, but their report is not where it was asked", EXIT_BROKEN)
     except KeyboardInterrupt:
-        return NAGIOS_UNKNOWN if _requested_format(argv) == "nagios" else 130
+        return _unjudged(argv, "interrupted before it could judge", EXIT_INTERRUPTED)
+    except Exception as exc:  # a bug: never exit 0 or 1, which hooks read as "healthy" and "drain it"
+        said = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        return _unjudged(argv, f"internal error: {said} (a bug in gpudoctor: the node is not judged)", EXIT_BROKEN)
 
 
+EXIT_USAGE, EXIT_BROKEN, EXIT_INTERRUPTED = 2, 3, 130
 NAGIOS_UNKNOWN = 3  # a Nagios plugin that could not run, or was run wrongly, answers UNKNOWN
+
+
+class DeliveryError(Exception):
+    """A report file could not be written after the checks ran."""
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _unjudged(argv: list[str], said: str, code: int) -> int:
+    """One line on stderr; for Nagios, its UNKNOWN line on the report's stream too."""
+    print(f"gpudoctor: {said}", file=sys.stderr)
+    if _requested_format(argv) == "nagios":
+        line = said.removeprefix("error: ")
+        print(f"GPUDOCTOR UNKNOWN - {line}", file=_REPORT[0] if _REPORT else sys.stdout, flush=True)
+        return NAGIOS_UNKNOWN
+    return code
+
+
 _REPORT: list[Any] = []  # the report's stream, once stdout is kept for it alone
 
 
@@ -321,7 +348,7 @@ def _write_prometheus(path: str, document: dict[str, Any]) -> None:
     try:
         prometheus.write(path, document)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise DeliveryError(f"cannot write {path}: {exc.strerror}") from None
     for other in prometheus.rivals(path):
         print(
             f"gpudoctor: warning: {other} also holds gpudoctor's series: node_exporter serves one file's values "
@@ -336,7 +363,7 @@ def _write(path: Path, text: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise DeliveryError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ model table, the PCIe or NVLink link the facts show, a saved baseline, or a conf
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import permutations
@@ -178,15 +179,31 @@ def nccl_route(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any], e
     no_p2p = p2p_refused(a, b, topology, env)
     if no_p2p is None:
         return Route("P2P", f"P2P on (path {p2p_path(a, b, topology)}, {p2p_allowed(env)})")
-    if env.get("NCCL_SHM_DISABLE") == "1":
-        return Route("NET", f"{no_p2p}: NET (NCCL_SHM_DISABLE=1)")
+    if nccl_int(env.get("NCCL_SHM_DISABLE")):
+        return Route("NET", f"{no_p2p}: NET (NCCL_SHM_DISABLE={env['NCCL_SHM_DISABLE']})")
     return Route("SHM", f"{no_p2p}: SHM")
+
+
+def nccl_int(text: str | None) -> int:
+    """An NCCL integer parameter as NCCL reads it (src/misc/param.cc, ncclLoadParam): `strtoll(str, NULL, 0)`,
+    so the longest number at the start in C's notation (0x1f, 017, 12) counts and the rest is ignored, and no
+    number at all ("banana") is 0; unset or empty is the default, 0 for the *_DISABLE switches."""
+    found = NCCL_NUMBER.match(text or "")
+    if not found or not found.group(2):
+        return 0
+    sign = -1 if found.group(1) == "-" else 1
+    digits = found.group(2)
+    base = 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") and len(digits) > 1 else 10
+    return sign * int(digits[2:] if base == 16 else digits, base)
+
+
+NCCL_NUMBER = re.compile(r"^\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
 def p2p_refused(a: dict[str, Any], b: dict[str, Any], topology: dict[str, Any], env: dict[str, str]) -> str | None:
     """Why NCCL will not use P2P between `a` and `b`, or None when it will."""
-    if env.get("NCCL_P2P_DISABLE") == "1":
-        return "P2P off (NCCL_P2P_DISABLE=1)"
+    if nccl_int(env.get("NCCL_P2P_DISABLE")):
+        return f"P2P off (NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']})"
     if not nvlinks_between(a, b)[0]:
         status = p2p_status(topology, a.get("index"), b.get("index"))
         if status is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
 import sys
 import tempfile
@@ -14,7 +15,6 @@ from typing import Any
 MAX_INPUT_BYTES = 64 * 2**20  # a whole nvidia-bug-report.log of a big node is a few MB; 200 MB is no capture
 MAX_DEPTH = 64  # nesting of a JSON document: gpudoctor's own go 8 deep
 KINDS = {
-    stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
@@ -49,28 +49,55 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_input(path: Path | str, what: str, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a regular file, or of standard input for `-`: never a FIFO, device or socket (reading one
-    can block forever or never end), never more than `limit`; else `error` with one line."""
+    """The bytes of a regular file, of a pipe (`<(command)`, a FIFO: for at most PIPE_WAIT_S), or of standard
+    input for `-`: never a device or socket (/dev/zero never ends), never more than `limit`; else `error`
+    with one line."""
     stdin = str(path) == "-"
-    data = sys.stdin.buffer.read(limit + 1) if stdin else _read_regular(Path(path), what, error, limit)
+    data = sys.stdin.buffer.read(limit + 1) if stdin else _read_path(Path(path), what, error, limit)
     if len(data) > limit:
         raise error(f"{what} {path} is larger than {limit // 2**20} MB, the most gpudoctor reads")
     return data
 
 
-def _read_regular(path: Path, what: str, error: type[Exception], limit: int) -> bytes:
+def _read_path(path: Path, what: str, error: type[Exception], limit: int) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO's open does not wait for a writer
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        kind = stat.S_IFMT(os.fstat(handle.fileno()).st_mode)
-        if kind != stat.S_IFREG:
-            raise error(f"{what} {path} is {KINDS.get(kind, 'not a regular file')}, not a file gpudoctor reads")
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
         try:
+            if kind == stat.S_IFIFO:
+                return _read_pipe(fd, limit, path, what, error)
+            if kind != stat.S_IFREG:
+                raise error(f"{what} {path} is {KINDS.get(kind, 'not a regular file')}, not a file gpudoctor reads")
+            os.set_blocking(fd, True)
             return handle.read(limit + 1)
         except OSError as exc:
             raise error(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+PIPE_WAIT_S = 30.0  # a pipe that sends nothing for this long has no writer that will
+
+
+def _read_pipe(fd: int, limit: int, path: Path, what: str, error: type[Exception]) -> bytes:
+    """A pipe's bytes until its writer closes it (none at all where nobody holds it open), `limit` + 1 at
+    most; `error` if it stays silent PIPE_WAIT_S."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        ready, _, _ = select.select([fd], [], [], PIPE_WAIT_S)
+        if not ready:
+            raise error(f"{what} {path} is a FIFO that sent nothing for {PIPE_WAIT_S:g} s")
+        try:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def decode(data: bytes) -> str | None:

@@ -25,8 +25,32 @@ def vetted(returned: Any) -> list[Result]:
     if isinstance(returned, Result):
         return [_result(returned)]
     if isinstance(returned, list) and returned:
-        return [_result(item, f"item {n} of its list: ") for n, item in enumerate(returned, 1)]
+        kept = [_result(item, f"item {n} of its list: ") for n, item in enumerate(returned[:MAX_RESULTS], 1)]
+        if len(returned) > MAX_RESULTS:
+            kept[-1].summary += f" ({len(returned) - MAX_RESULTS:,} more results not kept: at most {MAX_RESULTS:,})"
+        return kept
     raise NotAResult(shown(returned))
+
+
+# What one check may hand the report: beyond these a report stops being readable (a 5 MB summary made a JUnit
+# file xmllint rejects; a plugin's 10^6 rows took 4.4 GB). What is cut is said where it was cut.
+MAX_RESULTS, MAX_ROWS, MAX_METRICS, MAX_TEXT = 1_000, 10_000, 10_000, 4_000
+
+
+def _bounded(item: Result) -> Result:
+    item.summary = _cut(item.summary)
+    for kind, limit in (("rows", MAX_ROWS), ("metrics", MAX_METRICS)):
+        found = getattr(item, kind)
+        if len(found) > limit:
+            setattr(item, kind, found[:limit])
+            item.summary += f" ({len(found) - limit:,} more {kind} not kept: at most {limit:,})"
+    for row in item.rows:
+        row.summary = _cut(row.summary)
+    return item
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}... (cut at {MAX_TEXT:,} characters)"
 
 
 def shown(value: Any) -> str:
@@ -48,9 +72,9 @@ def _result(item: Any, where: str = "") -> Result:
     _remediation(item.remediation, where)
     _metrics(item.metrics, where)
     _require(isinstance(item.rows, list), f"{where}a Result whose rows are {shown(item.rows)}")
-    for n, row in enumerate(item.rows, 1):
+    for n, row in enumerate(item.rows[:MAX_ROWS], 1):
         _row(row, f"{where}row {n}: ")
-    return item
+    return _bounded(item)
 
 
 def _status(status: Any, what: str) -> Status:
@@ -82,7 +106,7 @@ def _remediation(fix: Any, where: str) -> None:
 
 def _metrics(metrics: Any, where: str) -> None:
     _require(isinstance(metrics, list), f"{where}figures that are {shown(metrics)}")
-    for metric in metrics:
+    for metric in metrics[:MAX_METRICS]:
         _require(isinstance(metric, Metric), f"{where}a figure that is {shown(metric)}")
         _require(isinstance(metric.name, str) and metric.name != "", f"{where}a figure named {shown(metric.name)}")
         metric.name = identifier(metric.name)

@@ -30,12 +30,34 @@ def one_line(proc: subprocess.CompletedProcess[str], *words: str) -> None:
 
 
 @pytest.mark.parametrize("option", ["--from", "--config", "--baseline"])
-def test_a_fifo_or_a_device_is_refused_not_waited_on(tmp_path: Path, option: str) -> None:
+def test_a_device_is_refused_and_a_pipe_is_read(tmp_path: Path, option: str) -> None:
+    """/dev/zero never ends: refused. A pipe (`--config <(...)`) is read until its writer closes it."""
+    extra = [] if option == "--from" else ["--from", str(HEALTHY)]
+    one_line(gpudoctor("check", *extra, option, "/dev/zero", timeout=60), "is a character device")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    content = {"--from": HEALTHY.read_text(), "--config": "expect_gpus = 8\n", "--baseline": "{"}[option]
+    source = tmp_path / "content"
+    source.write_text(content)
+    writer = subprocess.Popen(["sh", "-c", 'sleep 0.5; cat "$1" > "$2"', "sh", str(source), str(fifo)])
+    proc = gpudoctor("check", *extra, option, str(fifo), timeout=60)
+    writer.wait(timeout=30)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == (2 if option == "--baseline" else 0), proc.stderr[-400:]
+
+
+def test_a_fifo_nobody_writes_is_waited_on_for_a_bounded_time(tmp_path: Path, monkeypatch) -> None:
     fifo = tmp_path / "evil.json"
     os.mkfifo(fifo)
-    extra = [] if option == "--from" else ["--from", str(HEALTHY)]
-    one_line(gpudoctor("check", *extra, option, str(fifo), timeout=60), "is a FIFO, not a file gpudoctor reads")
-    one_line(gpudoctor("check", *extra, option, "/dev/zero", timeout=60), "is a character device")
+    monkeypatch.setattr(files, "PIPE_WAIT_S", 0.5)
+    with pytest.raises(snapshot.SnapshotError, match=re.escape("is a FIFO that sent nothing for 0.5 s")):
+        snapshot.load(fifo)
+    holder = os.open(fifo, os.O_RDWR)  # a writer that holds it open and sends nothing
+    try:
+        with pytest.raises(config.ConfigError, match="sent nothing"):
+            config.load(fifo)
+    finally:
+        os.close(holder)
 
 
 def test_standard_input_is_read_but_not_without_end(tmp_path: Path) -> None:
@@ -182,3 +204,26 @@ def test_the_other_prom_files_scan_skips_fifos_devices_and_giants(tmp_path: Path
         handle.truncate(prometheus.PROM_BYTES + 1)
     proc = gpudoctor("check", "--from", str(HEALTHY), "--prom-file", str(out), timeout=60)
     assert proc.returncode == 0 and out.exists(), proc.stderr[-500:]
+
+
+def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
+    """NCCL parses its integer variables with strtoll(str, NULL, 0): `banana` is 0, P2P stays on; `0x1` is 1."""
+    from gpudoctor.checks.system import judge_nccl_env
+
+    from gpudoctor.expect import nccl_int
+
+    assert [nccl_int(v) for v in ("1", "0", "banana", "0x1", " 2", "1abc", "010", "", None)] == [
+        1,
+        0,
+        0,
+        1,
+        2,
+        1,
+        8,
+        0,
+        0,
+    ]
+    said = judge_nccl_env({"env": {"NCCL_P2P_DISABLE": "banana"}, "interfaces": ["lo"]})
+    text = json.dumps(said.to_dict())
+    assert "P2P) is off" not in text and "is no number: NCCL reads it as 0, so it changes nothing" in text
+    assert "is off" in json.dumps(judge_nccl_env({"env": {"NCCL_P2P_DISABLE": "0x1"}, "interfaces": ["lo"]}).to_dict())

@@ -13,7 +13,7 @@ from typing import Any
 from gpudoctor.cluster.env import NODE_NAME
 from gpudoctor.model import Status
 
-STATUSES = {s.value for s in Status}
+STATUSES = tuple(s.value for s in Status)  # a tuple: `in` on a set raises for a list or dict
 MAX_LOCAL_RANKS = 4096
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -39,7 +40,7 @@ class Control:
         """torchrun's agent store where the agent serves one, else the store rank 0 serves, listening on
         MASTER_ADDR's address only where it is one of this host's; then the run's credential (raises
         CredentialError where it is promised and cannot be had)."""
-        from torch.distributed import TCPStore
+        TCPStore = quiet_store_class()
 
         serve = env.leader and not env.agent_store
         listener = bound_listener(env.master_addr, env.master_port) if serve else None
@@ -125,6 +126,24 @@ class Control:
         run's). Rank 0 and a node that gives up waiting race for the same slot, and exactly one of them wins."""
         standing = self.store.compare_set(self.prefix + key, "", self._seal(key, value))
         return self._open(key, standing)
+
+
+CPP_LOG_ENV = "TORCH_CPP_LOG_LEVEL"
+
+
+def quiet_store_class() -> Any:
+    """torch's TCPStore, torch imported with its C++ log at FATAL unless the user set a level: a store that
+    cannot be reached otherwise prints ~6 KB of C++ frames before gpudoctor's one line saying so. The level
+    is read once, when torch loads; the variable is taken away again so workloads log as they would."""
+    if CPP_LOG_ENV in os.environ or "torch" in sys.modules:
+        from torch.distributed import TCPStore
+    else:
+        os.environ[CPP_LOG_ENV] = "FATAL"
+        try:
+            from torch.distributed import TCPStore
+        finally:
+            os.environ.pop(CPP_LOG_ENV, None)
+    return TCPStore
 
 
 def choose_credential(env: ClusterEnv, store: Any, wait_s: float, environ: Mapping[str, str]) -> cred.Credential:

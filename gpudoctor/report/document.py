@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,13 +36,14 @@ def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
 
 
 def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: bool) -> dict[str, Any]:
+    """The report. An interrupted run's status is `error` whatever ran before: not every check was judged."""
     counts = {s.value: sum(r.status == s for r in results) for s in Status}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "gpudoctor",
         "tool_version": __version__,
         **meta,
-        "status": overall_status(results).value,
+        "status": Status.ERROR.value if interrupted else overall_status(results).value,
         "exit_code": code,
         "interrupted": interrupted,
         "counts": counts,
@@ -79,7 +82,7 @@ def build_cluster(
     if strict and code == EXIT_OK and any(n.get("status") == Status.WARN.value for n in nodes):
         code = EXIT_FAIL
     document = build(results, meta, code, interrupted)
-    if failed and document["status"] in (Status.PASS.value, Status.WARN.value, Status.SKIP.value):
+    if failed and not interrupted and document["status"] in (Status.PASS.value, Status.WARN.value, Status.SKIP.value):
         document["status"] = Status.FAIL.value
     named: dict[str, list[str]] = {}
     for finding in findings:
@@ -193,6 +196,9 @@ def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
     missing = [key for key in REQUIRED if key not in document]
     if missing:
         raise ReportError(f"{path} is not a whole gpudoctor report: no {', '.join(missing)}")
+    wrong = _field_problem(document) or ("" if isinstance(document["checks"], list) else "checks is not a list")
+    if wrong:
+        raise ReportError(f"{path} is not a gpudoctor report as it wrote it: {wrong}")
     cluster = document.get("cluster")
     problem = _cluster_problem(cluster) if cluster is not None else ""
     if problem:
@@ -206,6 +212,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
         raise ReportError(f"{path}: a check in it cannot be read: {exc}") from None
     if cluster:
         cluster["checks"] = document["checks"]  # as build_cluster writes it
+    _recount(document, results)
     return document, results
 
 
@@ -230,7 +237,32 @@ def _cluster_problem(cluster: Any) -> str:
     for finding in cluster["findings"]:
         for key in ("node", "peer", "confirmed", "figure"):
             finding.setdefault(key, None)
+        if not _finding_ok(finding):
+            return f"cluster.findings holds a {finding['check_id']!r:.40} finding of the wrong shape"
     return next(filter(None, (_node_problem(node, cluster) for node in cluster["nodes"])), "")
+
+
+def _finding_ok(finding: dict[str, Any]) -> bool:
+    figure = finding["figure"]
+    figure_ok = figure is None or (
+        isinstance(figure, dict)
+        and isinstance(figure.get("name"), str)
+        and isinstance(figure.get("unit", ""), str)
+        and _number(figure.get("value"))
+        and (figure.get("expected") is None or _number(figure["expected"]))
+        and isinstance(figure.setdefault("expected_source", None), str | None)
+    )
+    return (
+        figure_ok
+        and finding.get("status") in STATUS_WORDS
+        and isinstance(finding.get("summary"), str)
+        and all(isinstance(finding[key], str | None) for key in ("node", "peer"))
+        and isinstance(finding["confirmed"], bool | None)
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _node_problem(node: Any, cluster: dict[str, Any]) -> str:
@@ -242,7 +274,56 @@ def _node_problem(node: Any, cluster: dict[str, Any]) -> str:
     verdict = node.setdefault("verdict", _schema_2_verdict(node["name"], cluster))
     if not isinstance(verdict, dict) or verdict.get("status") not in ("pass", "warn", "fail"):
         return f"node {node['name']}'s verdict is not a verdict"
+    if not isinstance(verdict.setdefault("findings", []), list) or not all(
+        isinstance(f, str) for f in verdict["findings"]
+    ):
+        return f"node {node['name']}'s verdict.findings is not a list of text"
+    if node.setdefault("status", "error") not in STATUS_WORDS:
+        return f"node {node['name']}'s status {node['status']!r} is not a status"
+    if not isinstance(node["lost"], str | None) or not isinstance(node.setdefault("exit_code", None), int | None):
+        return f"node {node['name']}'s lost or exit_code is of the wrong type"
     return ""
+
+
+STATUS_WORDS = tuple(s.value for s in Status)
+FIELD_TYPES: dict[str, Any] = {
+    "host": str,
+    "started_at": str,
+    "level": str,
+    "duration_s": int | float,
+    "interrupted": bool,
+    "source": str,
+}
+
+
+def _field_problem(document: dict[str, Any]) -> str:
+    """The first top-level field of a saved report that is of the wrong type ("" if none is)."""
+    document.setdefault("interrupted", False)
+    document.setdefault("source", "live")  # reports before the field was written were all live runs
+    for key, kind in FIELD_TYPES.items():
+        value = document[key]
+        if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+            return f"{key} is {value!r:.40} (type {type(value).__name__})"
+    try:
+        datetime.fromisoformat(document["started_at"])
+    except ValueError:
+        return f"started_at is {document['started_at']!r:.40}, not a date and time"
+    return ""
+
+
+def _recount(document: dict[str, Any], results: list[Result]) -> None:
+    """Status, counts and exit code from the results themselves: a saved figure is not trusted. A saved exit
+    code of 1 over warnings stands (that run was --strict); a cluster report with nodes to drain exits 1."""
+    interrupted = document.get("interrupted", False)
+    strict = document.get("exit_code") == EXIT_FAIL and any(r.status == Status.WARN for r in results)
+    code = exit_code(results, strict, interrupted)
+    cluster = document.get("cluster")
+    if cluster and cluster["failed_nodes"] and code == EXIT_OK:
+        code = EXIT_FAIL
+    rebuilt = build(results, {}, code, interrupted)
+    document.update(status=rebuilt["status"], counts=rebuilt["counts"], exit_code=code)
+    if cluster and cluster["failed_nodes"] and not interrupted and document["status"] in ("pass", "warn", "skip"):
+        document["status"] = Status.FAIL.value
 
 
 def _schema_2_verdict(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
