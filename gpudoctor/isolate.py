@@ -72,11 +72,25 @@ def python_module(module: str, *args: str) -> list[str]:
 def run_isolated(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Call `module:function(payload)` (see `load_target`) in a new process session; kill the whole tree on
     timeout. The payload and the function's return value travel as JSON."""
-    workdir = Path(tempfile.mkdtemp(prefix="gpudoctor-"))
+    sweep_orphans()
+    workdir = Path(tempfile.mkdtemp(prefix=f"gpudoctor-{os.getpid()}-"))
     try:
         return _run(target, payload, timeout_s, env, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def sweep_orphans(root: Path | None = None) -> list[Path]:
+    """Remove the work folders of gpudoctor processes that are gone (SIGKILL runs no cleanup): each is named
+    `gpudoctor-<pid>-...` and owned by this user; a folder of a live process, or of another user, stays."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob("gpudoctor-*-*"):
+        pid = folder.name.split("-")[1]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.lstat().st_uid == os.geteuid():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
 
 
 def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None, workdir: Path) -> Outcome:

@@ -164,7 +164,7 @@ def shown(text: Any, quote: bool = False) -> str:
     """Text from a report or sinfo as `drain` prints it: quoted (`quote`, or where it is not plain) with its
     control characters escaped, so no escape sequence reaches the operator's terminal."""
     text = str(text)
-    return repr(text) if quote or printable(text) != text else text
+    return f"'{printable(text)}'" if quote or printable(text) != text else text
 
 
 def why(node: dict[str, Any], report: dict[str, Any]) -> str:

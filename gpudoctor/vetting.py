@@ -50,7 +50,37 @@ def _bounded(item: Result) -> Result:
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}... (cut at {MAX_TEXT:,} characters)"
+    text = text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}... (cut at {MAX_TEXT:,} characters)"
+    return harmless(text)
+
+
+# Control characters a terminal obeys (ESC starts erase-line, cursor-up, hidden text; C1's CSI too) become
+# visible escapes; a line break and a tab stay.
+CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+
+
+def harmless(text: str) -> str:
+    """`text` with every control character a terminal would obey written as a visible escape."""
+    return text.translate(CONTROLS)
+
+
+def harmless_strings(value: Any) -> Any:
+    """Every string in a JSON value (keys too) made harmless, without recursion."""
+    if isinstance(value, str):
+        return harmless(value)
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        container = stack.pop()
+        items = list(container.items()) if isinstance(container, dict) else list(enumerate(container))
+        if isinstance(container, dict):
+            container.clear()
+        for key, item in items:
+            item = harmless(item) if isinstance(item, str) else item
+            container[harmless(key) if isinstance(key, str) else key] = item
+            if isinstance(item, dict | list):
+                stack.append(item)
+    return root[0]
 
 
 def shown(value: Any) -> str:

@@ -227,3 +227,32 @@ def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
     text = json.dumps(said.to_dict())
     assert "P2P) is off" not in text and "is no number: NCCL reads it as 0, so it changes nothing" in text
     assert "is off" in json.dumps(judge_nccl_env({"env": {"NCCL_P2P_DISABLE": "0x1"}, "interfaces": ["lo"]}).to_dict())
+
+
+def test_work_folders_of_a_killed_gpudoctor_are_swept(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: the next isolated run removes the folders of gpudoctor processes that are gone."""
+    from gpudoctor.isolate import sweep_orphans
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan = tmp_path / f"gpudoctor-{dead.pid}-abc"
+    orphan.mkdir()
+    (orphan / "spec.json").write_text("{}")
+    alive = tmp_path / f"gpudoctor-{os.getpid()}-def"
+    alive.mkdir()
+    assert sweep_orphans(tmp_path) == [orphan]
+    assert not orphan.exists() and alive.exists()
+
+
+def test_escape_sequences_in_a_saved_report_never_reach_the_terminal(tmp_path: Path) -> None:
+    from gpudoctor.report import document as doc
+
+    evil = "\x1b[2K\x1b[1Anode-ok\x9b31m"
+    nodes = [{"name": evil, "rank": 0, "lost": "gone\x1b[8m hidden", "exit_code": None, "status": "error"}]
+    meta = {"host": "n0", "started_at": "2026-11-24T10:00:00+00:00", "duration_s": 1.0, "level": "quick"}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc.build_cluster([], nodes, {**meta, "source": "live"}, False, False, "slurm")))
+    for command in (["report", str(path), "-v"], ["drain", str(path), "--dry-run"]):
+        proc = gpudoctor(*command)
+        assert "\x1b" not in proc.stdout + proc.stderr and "\x9b" not in proc.stdout + proc.stderr
+        assert "\\x1b[2K" in proc.stdout, proc.stdout

@@ -36,19 +36,24 @@ def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
 
 
 def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: bool) -> dict[str, Any]:
-    """The report. An interrupted run's status is `error` whatever ran before: not every check was judged."""
+    """The report. An interrupted run's status is `error` whatever ran before: not every check was judged.
+    Every string in it is harmless to a terminal (vetting.harmless), as a saved one is when read back."""
+    from gpudoctor.vetting import harmless_strings
+
     counts = {s.value: sum(r.status == s for r in results) for s in Status}
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": "gpudoctor",
-        "tool_version": __version__,
-        **meta,
-        "status": Status.ERROR.value if interrupted else overall_status(results).value,
-        "exit_code": code,
-        "interrupted": interrupted,
-        "counts": counts,
-        "checks": [r.to_dict() for r in results],
-    }
+    return harmless_strings(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": "gpudoctor",
+            "tool_version": __version__,
+            **meta,
+            "status": Status.ERROR.value if interrupted else overall_status(results).value,
+            "exit_code": code,
+            "interrupted": interrupted,
+            "counts": counts,
+            "checks": [r.to_dict() for r in results],
+        }
+    )
 
 
 def build_cluster(
@@ -185,9 +190,9 @@ def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
     """A saved report (`--json`, `-o`) and its results, checked as a check's answer is; the document's results
     rewritten from them, so a report of an older schema reads as this one's."""
     from gpudoctor.files import read_json
-    from gpudoctor.vetting import NotAResult, vetted
+    from gpudoctor.vetting import NotAResult, harmless_strings, vetted
 
-    document = read_json(path, "report", ReportError)
+    document = harmless_strings(read_json(path, "report", ReportError))
     if not isinstance(document, dict) or document.get("tool") != "gpudoctor":
         raise ReportError(f'{path} is not a gpudoctor report (no "tool": "gpudoctor")')
     if not isinstance(document.get("schema_version"), int) or document["schema_version"] > SCHEMA_VERSION:
