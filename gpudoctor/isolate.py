@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib
 import importlib.util
 import json
@@ -72,12 +73,18 @@ def python_module(module: str, *args: str) -> list[str]:
 def run_isolated(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Call `module:function(payload)` (see `load_target`) in a new process session; kill the whole tree on
     timeout. The payload and the function's return value travel as JSON."""
-    sweep_orphans()
+    _sweep_once()
     workdir = Path(tempfile.mkdtemp(prefix=f"gpudoctor-{os.getpid()}-"))
     try:
         return _run(target, payload, timeout_s, env, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@functools.cache
+def _sweep_once() -> None:
+    """sweep_orphans, the first time this process isolates anything."""
+    sweep_orphans()
 
 
 def sweep_orphans(root: Path | None = None) -> list[Path]:

@@ -129,10 +129,11 @@ def plan(report: dict[str, Any], states: dict[str, NodeState], known: bool = Tru
         name, state = node["name"], states.get(node["name"])
         if name not in failed and not (state and state.held and state.ours):
             continue
-        refused = refusal(name) or ("" if state or not known else "sinfo does not know a node of that name")
+        refused = refusal(name)
         if refused:
-            doing = f"refuse {shown(name, quote=True)}" if refusal(name) else f"leave {name} as it is"
-            said.append(Action([], f"{doing}: {refused}", True))
+            said.append(Action([], f"refuse {shown(name, quote=True)}: {refused}", True))
+        elif known and not state:
+            said.append(Action([], f"leave {name} as it is: sinfo does not know a node of that name", True))
         elif name not in failed:
             resumes.append(name)
         elif state and state.held and not state.ours:

@@ -381,3 +381,28 @@ def test_a_stranger_without_the_credential_is_believed_by_nobody(hosts: Hosts, t
     assert leader["cluster"]["stragglers"] == []
     assert said["rounds"] > 5 and said["seen"] == [], "the stranger tried all run long under the public prefix"
     assert said["prefixes"] == 1 and said["readable"] == [], "it found the run's keys and read none of them"
+
+
+@pytest.mark.parametrize("hosts", [2], indirect=True)
+def test_the_torchrun_example_seals_with_the_secret_file_it_reads(hosts: Hosts, tmp_path: Path) -> None:
+    """examples/torchrun-two-nodes.sh as its header says to run it, on both hosts, with the secret file a
+    shared home holds: the nodes' messages are sealed with it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gpudoctor-secret").write_text("a secret on a shared home, made once\n")
+    (home / ".gpudoctor-secret").chmod(0o600)
+    config = tmp_path / "cluster.toml"
+    config.write_text(LEAN_CLUSTER)
+    out = tmp_path / "out"
+    out.mkdir()
+    example = Path(__file__).parents[1] / "examples" / "torchrun-two-nodes.sh"
+    args = ["--only", "cluster.nodes", "--config", str(config), "--json", "-o", str(out / "{node}.json")]
+    env = {**os.environ, "HOME": str(home), "RDZV": f"{hosts.address(0)}:29400", "GLOO_SOCKET_IFNAME": "eth0",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    procs = [hosts.start(i, ["bash", str(example), *args], env, tmp_path / f"{i}.log") for i in range(2)]
+    for proc in procs:
+        proc.wait(timeout=300)
+    reports = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    leader = next(r for r in reports if "cluster" in r)
+    assert [p.returncode for p in procs] == [0, 0], [(tmp_path / f"{i}.log").read_text()[-800:] for i in range(2)]
+    assert leader["cluster"]["credential"] == "secret" and leader["cluster"]["failed_nodes"] == []

@@ -7,6 +7,7 @@ step) is not a cluster run, and neither is a world of one.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -158,30 +159,32 @@ def _top_level_parts(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
+BRACKETS = re.compile(r"\[([^\]]*)\]")
+
+
+def _ranges(group: str, pattern: str) -> list[tuple[str, int]]:
+    """A bracket's items ("001-003,7") as (first number as written, how many from it)."""
+    found = []
+    for item in group.split(","):
+        low, _, high = item.partition("-")
+        if not WHOLE.match(low) or (high and not WHOLE.match(high)):
+            raise ClusterEnvError(f"host list range {item[:40]!r} in {pattern[:60]!r} is not N or N-M")
+        found.append((low.strip(), max(int(high or low) - int(low) + 1, 0)))
+    return found
+
+
 def _count_one(pattern: str) -> int:
     """How many names `_expand_one(pattern)` makes, without making them."""
-    count = 1
-    for group in re.findall(r"\[([^\]]*)\]", pattern):
-        size = 0
-        for item in group.split(","):
-            low, _, high = item.partition("-")
-            if not WHOLE.match(low) or (high and not WHOLE.match(high)):
-                raise ClusterEnvError(f"host list range {item[:40]!r} in {pattern[:60]!r} is not N or N-M")
-            size += max(int(high or low) - int(low) + 1, 0)
-        count *= size
-    return count
+    return math.prod(sum(size for _, size in _ranges(group, pattern)) for group in BRACKETS.findall(pattern))
 
 
 def _expand_one(pattern: str) -> list[str]:
-    match = re.search(r"\[([^\]]*)\]", pattern)
+    match = BRACKETS.search(pattern)
     if not match:
         return [pattern]
     head, tail = pattern[: match.start()], pattern[match.end() :]
     names = []
-    for item in match.group(1).split(","):
-        low, _, high = item.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise ClusterEnvError(f"host list range {item!r} in {pattern!r} is not N or N-M")
-        for number in range(int(low), int(high or low) + 1):
+    for low, size in _ranges(match.group(1), pattern):
+        for number in range(int(low), int(low) + size):
             names += [f"{head}{number:0{len(low)}d}{rest}" for rest in _expand_one(tail)]
     return names

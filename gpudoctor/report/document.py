@@ -35,22 +35,34 @@ def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
     return EXIT_OK
 
 
+def report_status(results: list[Result], interrupted: bool, drains: bool = False) -> str:
+    """A report's status: `error` when interrupted (not every check was judged), else the worst judged result,
+    and at least `fail` where rank 0 names nodes to drain."""
+    if interrupted:
+        return Status.ERROR.value
+    status = overall_status(results)
+    return Status.FAIL.value if drains and status in (Status.PASS, Status.WARN, Status.SKIP) else status.value
+
+
+def counts(results: list[Result]) -> dict[str, int]:
+    return {s.value: sum(r.status == s for r in results) for s in Status}
+
+
 def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: bool) -> dict[str, Any]:
     """The report. An interrupted run's status is `error` whatever ran before: not every check was judged.
     Every string in it is harmless to a terminal (vetting.harmless), as a saved one is when read back."""
     from gpudoctor.vetting import harmless_strings
 
-    counts = {s.value: sum(r.status == s for r in results) for s in Status}
     return harmless_strings(
         {
             "schema_version": SCHEMA_VERSION,
             "tool": "gpudoctor",
             "tool_version": __version__,
             **meta,
-            "status": Status.ERROR.value if interrupted else overall_status(results).value,
+            "status": report_status(results, interrupted),
             "exit_code": code,
             "interrupted": interrupted,
-            "counts": counts,
+            "counts": counts(results),
             "checks": [r.to_dict() for r in results],
         }
     )
@@ -87,8 +99,7 @@ def build_cluster(
     if strict and code == EXIT_OK and any(n.get("status") == Status.WARN.value for n in nodes):
         code = EXIT_FAIL
     document = build(results, meta, code, interrupted)
-    if failed and not interrupted and document["status"] in (Status.PASS.value, Status.WARN.value, Status.SKIP.value):
-        document["status"] = Status.FAIL.value
+    document["status"] = report_status(results, interrupted, drains=bool(failed))
     named: dict[str, list[str]] = {}
     for finding in findings:
         for node in {finding["node"], finding["peer"]} - {None}:
@@ -319,16 +330,15 @@ def _field_problem(document: dict[str, Any]) -> str:
 def _recount(document: dict[str, Any], results: list[Result]) -> None:
     """Status, counts and exit code from the results themselves: a saved figure is not trusted. A saved exit
     code of 1 over warnings stands (that run was --strict); a cluster report with nodes to drain exits 1."""
-    interrupted = document.get("interrupted", False)
+    interrupted = document["interrupted"]
     strict = document.get("exit_code") == EXIT_FAIL and any(r.status == Status.WARN for r in results)
     code = exit_code(results, strict, interrupted)
-    cluster = document.get("cluster")
-    if cluster and cluster["failed_nodes"] and code == EXIT_OK:
-        code = EXIT_FAIL
-    rebuilt = build(results, {}, code, interrupted)
-    document.update(status=rebuilt["status"], counts=rebuilt["counts"], exit_code=code)
-    if cluster and cluster["failed_nodes"] and not interrupted and document["status"] in ("pass", "warn", "skip"):
-        document["status"] = Status.FAIL.value
+    drains = bool(document.get("cluster") and document["cluster"]["failed_nodes"])
+    document.update(
+        status=report_status(results, interrupted, drains),
+        counts=counts(results),
+        exit_code=EXIT_FAIL if drains and code == EXIT_OK else code,
+    )
 
 
 def _schema_2_verdict(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
