@@ -342,7 +342,7 @@ try:
             if store.check([public + key]):
                 seen.append(key)
         rounds += 1
-        time.sleep(0.2)
+        time.sleep(0.05)
 except Exception:  # the run ended and its store with it
     pass
 print(json.dumps({"rounds": rounds, "seen": sorted(set(seen)), "readable": readable, "prefixes": len(prefixes)}))
@@ -354,14 +354,10 @@ def stranger_run(hosts: Hosts, tmp_path: Path) -> tuple[dict[str, Node], dict, d
     secret = {"GPUDOCTOR_RUN_SECRET": "a secret only the launcher handed out"}
     log = tmp_path / "stranger.log"
 
-    def stranger() -> None:
-        argv = [sys.executable, "-c", STRANGER, hosts.address(0), "29742", "25"]
-        hosts.start(2, argv, {**os.environ}, log)
-
+    argv = [sys.executable, "-c", STRANGER, hosts.address(0), "29742", "25"]
+    hosts.start(2, argv, {**os.environ}, log)  # first, so that it is at the store from the moment it opens
     args = ["--only", "cluster.nodes", "cluster.links"]
-    nodes, leader = run(
-        hosts, tmp_path, args, env={0: secret, 1: secret}, start=[0, 1], tasks=2, while_running=stranger
-    )
+    nodes, leader = run(hosts, tmp_path, args, env={0: secret, 1: secret}, start=[0, 1], tasks=2)
     time.sleep(1)
     for proc in hosts.procs:
         proc.wait(timeout=60)
@@ -379,7 +375,7 @@ def test_a_stranger_without_the_credential_is_believed_by_nobody(hosts: Hosts, t
     assert verdict(nodes["node-1"])["status"] == "pass" and nodes["node-1"].returncode == 0
     assert by_label(leader)["cluster.links"]["status"] in ("pass", "warn")  # measured; a noisy figure may warn
     assert leader["cluster"]["stragglers"] == []
-    assert said["rounds"] > 5 and said["seen"] == [], "the stranger tried all run long under the public prefix"
+    assert said["rounds"] >= 5 and said["seen"] == [], "the stranger tried all run long under the public prefix"
     assert said["prefixes"] == 1 and said["readable"] == [], "it found the run's keys and read none of them"
 
 
