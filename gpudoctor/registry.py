@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import pkgutil
 import stat
@@ -20,8 +21,10 @@ from typing import Any
 
 from gpudoctor import guard
 from gpudoctor.facts.schema import SOURCES
+from gpudoctor.vetting import harmless
 
 LEVELS = ("quick", "standard", "full")
+TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
 # A check that names no fact source is given all of them (a plugin written before they existed).
 NEEDS = (*SOURCES, "gpu", "live", "cluster")
 # Built-in modules are found by walking the package; this only orders the report (quick areas first, then
@@ -100,9 +103,14 @@ def check(
     keys it reads, with their defaults (thresholds)."""
     needs, uses = tuple(needs), tuple(uses)
     _validate(id, level, needs + uses)
+    if not isinstance(title, str) or not title.strip():
+        raise ValueError(f"check {id}: its title is {title!r}, not a line of text")
+    if not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
+        raise ValueError(f"check {id}: timeout_s {timeout_s!r} is not a positive number of seconds")
+    title = harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        doc = (fn.__doc__ or title).strip().splitlines()[0]
+        doc = harmless((fn.__doc__ or title).strip().splitlines()[0])[:DOC_CHARS]
         spec = CheckSpec(id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}))
         setattr(fn, SPEC_ATTR, spec)
         return fn

@@ -5,6 +5,7 @@ identifier every report takes (`gpu temp` -> `gpu_temp`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
@@ -38,15 +39,27 @@ MAX_RESULTS, MAX_ROWS, MAX_METRICS, MAX_TEXT = 1_000, 10_000, 10_000, 4_000
 
 
 def _bounded(item: Result) -> Result:
-    item.summary = _cut(item.summary)
     for kind, limit in (("rows", MAX_ROWS), ("metrics", MAX_METRICS)):
         found = getattr(item, kind)
         if len(found) > limit:
             setattr(item, kind, found[:limit])
             item.summary += f" ({len(found) - limit:,} more {kind} not kept: at most {limit:,})"
-    for row in item.rows:
-        row.summary = _cut(row.summary)
+    for part in (item, item.remediation, *item.rows, *item.metrics, *(m for r in item.rows for m in r.metrics)):
+        _texts_cut(part)
     return item
+
+
+def _texts_cut(part: Any) -> None:
+    """Every text a console, a terminal or a report shows of `part` (and of a remediation's `instead`), cut and
+    made harmless: a plugin's title, aspect, commands and names as much as its summary."""
+    while part is not None:
+        for f in dataclasses.fields(part):
+            value = getattr(part, f.name)
+            if type(value) is str:  # a Status is a str too, and stays what it is
+                setattr(part, f.name, _cut(value))
+            elif isinstance(value, list) and f.name == "commands":
+                setattr(part, f.name, [_cut(c) for c in value])
+        part = part.instead if isinstance(part, Remediation) else None
 
 
 def _cut(text: str) -> str:

@@ -128,3 +128,54 @@ def test_the_rule_is_roots_only_and_a_sticky_folder_above_is_fine(tmp_path: Path
     sticky.chmod(0o777)
     assert "which is writable by group and others" in unsafe_for_root(inner, euid=0)
     assert unsafe_for_root(inner, euid=1000) == ""
+
+
+def test_a_plugin_workload_check_that_blocks_is_a_timeout_past_its_own_limit_and_the_grace(monkeypatch) -> None:
+    """A standard-level plugin runs a workload of its own and holds its own limit; one that blocks anyway is
+    stopped waiting for PLUGIN_GRACE_S after that limit, and the run goes on."""
+    from gpudoctor import runner
+    from gpudoctor.context import CheckContext, Options
+    from gpudoctor.registry import SPEC_ATTR, check
+
+    @check("site.stuck-workload", "stuck", level="standard", timeout_s=0.3)
+    def stuck(ctx: CheckContext) -> None:
+        time.sleep(30)
+
+    spec = getattr(stuck, SPEC_ATTR)
+    spec.source = "plugin site (stuck.py)"
+    monkeypatch.setattr(runner, "PLUGIN_GRACE_S", 0.4)
+    started = time.monotonic()
+    [result] = runner.run_one(spec, CheckContext({}, Options(level="standard"), {}, spec))
+    assert result.status.value == "timeout" and "within its 0.7 s limit" in result.summary
+    assert time.monotonic() - started < 5
+
+
+def test_everything_a_plugin_shows_is_harmless_to_a_terminal() -> None:
+    """A plugin's title, description, aspect, remediation (and its `instead`), row names and figures' text reach
+    the console and `list` as visible escapes, never as erase-line or hidden text, and cut to a readable size."""
+    from gpudoctor.model import Metric, Remediation, Result, Row, Status
+    from gpudoctor.registry import SPEC_ATTR, check
+    from gpudoctor.vetting import MAX_TEXT, vetted
+
+    evil = "\x1b[2K\x1b[1A"
+
+    @check("site.evil", f"looks fine{evil}\x9b8m")
+    def evil_check(ctx: object) -> None:
+        """Hides\x1b[8m"""
+
+    spec = getattr(evil_check, SPEC_ATTR)
+    assert "\x1b" not in spec.title + spec.description and "\x9b" not in spec.title and "\\x1b[2K" in spec.title
+    fix = Remediation(f"why{evil}", [f"rm -rf /{evil}"], instead=Remediation("x" * 9_000, [f"ok{evil}"]))
+    row = Row(Status.FAIL, f"row{evil}", name=f"GPU{evil}", node=f"n{evil}", metrics=[Metric("m", f"v{evil}")])
+    [item] = vetted(Result(Status.FAIL, "s", aspect=f"a{evil}", remediation=fix, rows=[row], title=f"t{evil}"))
+    texts = [item.aspect, item.title, fix.why, *fix.commands, *fix.instead.commands, row.summary, row.name, row.node]
+    assert all("\x1b" not in t and "\\x1b" in t for t in texts), texts
+    assert "\x1b" not in row.metrics[0].value and len(fix.instead.why) < MAX_TEXT + 40
+
+
+@pytest.mark.parametrize("bad", [{"title": ""}, {"title": 7}, {"timeout_s": -1}, {"timeout_s": float("nan")}])
+def test_a_declaration_with_no_title_or_a_meaningless_time_limit_is_refused(bad: dict) -> None:
+    from gpudoctor.registry import check
+
+    with pytest.raises(ValueError, match="site.odd"):
+        check("site.odd", **{"title": "t", **bad})
