@@ -74,10 +74,11 @@ def judge_nvml(
     if status == "ok":
         cuda = cuda_version_text(nvml.get("cuda_driver_version"))
         driver = nvml.get("driver_version")
-        said = f"driver {driver}, supports CUDA {cuda}" if driver else "the driver version is not in this capture"
+        supports = f", supports CUDA {cuda}" if cuda else ""
+        said = f"driver {driver}{supports}" if driver else "the driver version is not in this capture"
         return Result(
             Status.PASS,
-            f"{said}, {plural(len(nvml['gpus']), 'GPU')}",
+            f"{said}, {plural(len(nvml['gpus']), 'GPU')}" if "gpus" in nvml else f"{said} (no GPU list here)",
             metrics=[Metric("driver_version", driver), Metric("cuda_driver_version", cuda)],
         )
     summary, remediation = INIT_FINDINGS.get(
@@ -273,6 +274,8 @@ def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
     unread = [fact for fact in MODE_FINE if any(fact in (g.get("not_captured") or []) for g in gpus)]
     fine = ", ".join(words for fact, words in MODE_FINE.items() if fact not in unread)
     note = f" ({', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture)" if unread else ""
+    if not fine and not kinds:
+        return Result(Status.SKIP, f"{', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture")
     return from_rows([row for row, _ in judged], f"{plural(len(gpus), 'GPU')}: {fine}{note}", fix)
 
 
@@ -425,7 +428,10 @@ def kernel_module(ctx: CheckContext) -> Result:
 @check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",), uses=("system",))
 def gpu_count(ctx: CheckContext) -> Result:
     """GPU count against --expect-gpus; lost GPUs; GPUs NVML sees that torch does not, and why."""
-    return judge_gpu_count(ctx.nvml, ctx.torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
+    if not ctx.nvml.get("gpus") and (ctx.capture or {}).get("format") == "pasted text":
+        return Result(Status.SKIP, "the GPU list is not in this paste (add the output of `nvidia-smi -L`)")
+    torch = {} if ctx.lacks("torch", "device_count") else ctx.torch  # a paste that does not say what torch sees
+    return judge_gpu_count(ctx.nvml, torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
 
 
 @check("driver.gpu-modes", "Persistence, compute mode, MIG, infoROM", needs=("nvml",))

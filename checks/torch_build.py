@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -200,13 +201,36 @@ def judge_cuda_available(
             ),
         )
     if torch.get("cuda_available"):
-        return Result(Status.PASS, f"torch sees {torch.get('device_count')} GPUs")
+        seen = torch.get("device_count")
+        return Result(Status.PASS, f"torch sees {seen} GPUs" if seen is not None else "CUDA is available to torch")
     error = torch.get("cuda_init_error") or "no error message"
     why, commands = _cuda_init_cause(error, env)
     return Result(
         Status.FAIL,
         f"NVML sees {len(gpus)} GPUs but torch.cuda.is_available() is False: {error}",
         remediation=Remediation(why, commands),
+    )
+
+
+def judge_cuda_unavailable_without_driver(
+    torch: dict[str, Any], platform: str, os_release: dict[str, str] | None
+) -> Result:
+    """A paste of a CUDA build that says CUDA is not available and shows no driver answering (collect_env
+    runs nvidia-smi for the driver version: "Could not collect" is nvidia-smi failing or missing)."""
+    build = compat.installed_build(torch, platform)
+    minimum = compat.toolkit_minimum(build.toolkit, platform) or compat.family_minimum(build.toolkit, platform)
+    install = compat.driver_install(minimum, os_release, platform) if minimum else []
+    return Result(
+        Status.FAIL,
+        f"torch {torch.get('version')} is a CUDA {torch['cuda']} build, yet CUDA is not available and no NVIDIA "
+        "driver answered where the paste was made (no driver version)",
+        remediation=Remediation(
+            "Without a loaded NVIDIA driver (or, in a container, without the GPUs passed in: --gpus all) torch "
+            f"cannot use a GPU; this build needs driver >= {minimum}."
+            if minimum
+            else "torch needs the driver.",
+            ["nvidia-smi  # must list the GPUs; if it fails, the driver is missing or not loaded", *install],
+        ),
     )
 
 
@@ -371,6 +395,46 @@ def judge_torchvision(torch: dict[str, Any]) -> Result:
     return Result(Status.PASS, summary, metrics=[Metric("torchvision_version", have)])
 
 
+# torchvision 0.3.0 (2019-05) brought its first C++/CUDA ops (nms, roi_align): before it, any torch ran it
+# (https://github.com/pytorch/vision/releases/tag/v0.3.0).
+FIRST_COMPILED_TORCHVISION = "0.3.0"
+
+
+def judge_torchvision_pairing(torch: dict[str, Any]) -> Result:
+    """What a paste (a pip list, collect_env) shows of torchvision: its release against PyTorch's pairing for
+    this torch, and the CUDA variants their local versions name (+cu121 beside +cu124)."""
+    info, torch_version = torch["torchvision"], str(torch["version"])
+    have, wanted = str(info["version"]), compat.paired_torchvision(torch_version)
+    fix = Remediation(
+        f"torchvision must be a release built for torch {torch_version}; this keeps torch as it is.",
+        [compat.same_build_command(torch, wanted)],
+    )
+    if compat.version(have) and compat.version(have) < compat.version(FIRST_COMPILED_TORCHVISION):
+        return Result(Status.PASS, f"torchvision {have} is pure Python (compiled ops came in 0.3): any torch runs it")
+    if wanted and compat.release_of(have).split(".")[:2] != wanted.split(".")[:2]:
+        return Result(
+            Status.FAIL, f"torchvision {have} is not built for torch {torch_version} (PyTorch pairs it with {wanted})",
+            remediation=fix,
+        )  # fmt: skip
+    ours, theirs = _variant(have), _variant(torch_version)
+    if ours and theirs and ours != theirs:
+        summary = f"torchvision {have} is a {ours} build beside torch {torch_version}"
+        return Result(Status.FAIL, summary, remediation=fix)
+    return Result(
+        Status.PASS,
+        f"torchvision {have} is the release paired with torch {torch_version} (whether its compiled ops load "
+        "is not in this paste)",
+        metrics=[Metric("torchvision_version", have)],
+    )
+
+
+def _variant(version: str) -> str | None:
+    """The build variant a local version names: "cu121", "cpu", "rocm6.1"; None where it names none (a source
+    build's "+d94043a" is a commit)."""
+    local = version.partition("+")[2]
+    return local if re.fullmatch(r"cu\d+|cpu|rocm[\d.]+|xpu", local) else None
+
+
 def _torchvision_problem(torch: dict[str, Any], info: dict[str, Any], wanted: str | None) -> str | None:
     """What makes this torchvision unusable with this torch, in the order a user meets it; None if nothing."""
     have, torch_version = info["version"], str(torch.get("version", ""))
@@ -422,6 +486,8 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
 @check("torch.import", "torch imports", uses=("torch",))
 def torch_imports(ctx: CheckContext) -> Result:
     """torch imports; when it does not, the real cause (missing library, shadowed .so)."""
+    if lacking := ctx.lacks("torch", "importable"):
+        return Result(Status.SKIP, lacking)
     return judge_import(ctx.torch, ctx.platform)
 
 
@@ -434,19 +500,27 @@ def cuda_driver(ctx: CheckContext) -> Result:
         return judge_driver_for_wheels(ctx.nvml, ctx.platform, os_release)
     if not ctx.torch.get("importable"):
         return Result(Status.SKIP, "torch does not import; see torch.import")
+    if lacking := ctx.lacks("torch", "cuda") or ctx.lacks("nvml", "driver_version"):
+        return Result(Status.SKIP, lacking)
     return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.platform, os_release)
 
 
 @check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))
 def cuda_available(ctx: CheckContext) -> Result:
     """A CUDA build that initialises CUDA where NVML sees GPUs; when not, the cause."""
+    if lacking := ctx.lacks("torch", "cuda", "cuda_available"):
+        return Result(Status.SKIP, lacking)
     system = ctx.system
+    if ctx.lacks("nvml", "driver_version") and ctx.torch.get("cuda") and ctx.torch.get("cuda_available") is False:
+        return judge_cuda_unavailable_without_driver(ctx.torch, ctx.platform, system.get("os_release"))
     return judge_cuda_available(ctx.torch, ctx.nvml, system.get("env", {}), ctx.platform, system.get("os_release"))
 
 
 @check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"), uses=("system",))
 def arch(ctx: CheckContext) -> Result:
     """Each GPU's compute capability against torch's compiled arch list, by torch's own loading rule."""
+    if lacking := ctx.lacks("torch", "cuda", "arch_list"):
+        return Result(Status.SKIP, lacking)
     driver = ctx.nvml.get("driver_version")
     return judge_arch(ctx.torch, ctx.gpus, driver, ctx.platform, ctx.system.get("os_release"))
 
@@ -454,6 +528,8 @@ def arch(ctx: CheckContext) -> Result:
 @check("torch.cudnn", "cuDNN loads and matches", needs=("torch",))
 def cudnn(ctx: CheckContext) -> Result:
     """cuDNN is available and its runtime version is compatible with the one torch was built with."""
+    if lacking := ctx.lacks("torch", "cuda", "cudnn.available"):
+        return Result(Status.SKIP, lacking)
     return judge_cudnn(ctx.torch)
 
 
@@ -461,16 +537,24 @@ def cudnn(ctx: CheckContext) -> Result:
 def nccl(ctx: CheckContext) -> Result:
     """torch.distributed with NCCL (GPU builds) and gloo; the NCCL version against each GPU's architecture
     (the first NCCL release with its kernels, nvidia.toml [[nccl_arch]])."""
+    if lacking := ctx.lacks("torch", "cuda", "nccl.distributed"):
+        return Result(Status.SKIP, lacking)
     return judge_nccl(ctx.torch, ctx.gpus, ctx.platform)
 
 
 @check("torch.torchvision", "torchvision matches torch", needs=("torch",))
 def torchvision(ctx: CheckContext) -> Result:
     """torchvision is the release paired with this torch and its compiled ops load."""
+    if lacking := ctx.lacks("torch", "version", "torchvision.version"):
+        return Result(Status.SKIP, lacking)
+    if ctx.lacks("torch", "torchvision.ops_ok"):
+        return judge_torchvision_pairing(ctx.torch)
     return judge_torchvision(ctx.torch)
 
 
 @check("torch.nvcc", "nvcc matches torch's CUDA", needs=("torch", "nvcc"))
 def nvcc(ctx: CheckContext) -> Result:
     """nvcc on PATH against torch.version.cuda (extension builds need the same major)."""
+    if lacking := ctx.lacks("torch", "cuda"):
+        return Result(Status.SKIP, lacking)
     return judge_nvcc(ctx.torch, ctx.system.get("nvcc", {}))

@@ -104,7 +104,13 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
             "--from",
             dest="from_file",
             metavar="FILE",
-            help="judge a snapshot, or an `nvidia-smi -q -x` capture, offline instead of this machine (workloads skip)",
+            help="judge a snapshot, an `nvidia-smi -q -x` capture, or what you have (collect_env, nvidia-smi output, "
+            "kernel or NCCL log, the error; gzip too; - for stdin) offline instead of this machine (workloads skip)",
+        )
+        p.add_argument(
+            "--live",
+            action="store_true",
+            help="with --from ERROR-OR-LOG: judge this machine, running the checks the paste's errors point to",
         )
         p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
         p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")

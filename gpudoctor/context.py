@@ -51,7 +51,8 @@ class CheckContext:
     @property
     def gathered(self) -> set[str]:
         """The fact sources these facts hold (a snapshot from before they were recorded holds them all)."""
-        return set(self.facts.get("sources") or SOURCES)
+        sources = self.facts.get("sources")
+        return set(SOURCES if sources is None else sources)
 
     @property
     def capture(self) -> dict[str, Any] | None:
@@ -60,9 +61,25 @@ class CheckContext:
 
     def not_gathered(self, source: str) -> str:
         """Why a source's facts are missing here, in words for a skip."""
+        if self.capture and self.capture.get("format") == "pasted text":
+            from gpudoctor.paste import WOULD_GIVE
+
+            return f"not in this paste: it holds no {source.replace('_', ' ')} facts ({WOULD_GIVE[source]})"
         if self.capture:
             return f"not in this nvidia-smi capture: it holds no {source.replace('_', ' ')} facts"
         return f"not in this snapshot: its {source.replace('_', ' ')} facts were not gathered"
+
+    def lacks(self, section: str, *paths: str) -> str | None:
+        """Judging a paste: why this check cannot judge where facts it reads (dotted below `section`:
+        "cudnn.version") are not in it, naming what would give them; None where all are (always, live)."""
+        if (self.capture or {}).get("format") != "pasted text":
+            return None
+        from gpudoctor.paste import WOULD_GIVE
+
+        missing = [p for p in paths if not _holds(self.facts.get(section) or {}, p.split("."))]
+        if not missing:
+            return None
+        return f"not in this paste: {section}.{missing[0]} ({WOULD_GIVE[section]})"
 
     @property
     def nvml(self) -> NvmlFacts:
@@ -228,3 +245,11 @@ class CheckContext:
         detail = outcome.stderr_tail.strip().splitlines()[-1][:200] if outcome.stderr_tail.strip() else ""
         said = f": {detail}" if detail and outcome.status != Status.TIMEOUT else ""
         return Result(outcome.status, f"workload {outcome.message} ({where}){said}")
+
+
+def _holds(facts: Any, keys: list[str]) -> bool:
+    for key in keys:
+        if not isinstance(facts, dict) or key not in facts:
+            return False
+        facts = facts[key]
+    return True

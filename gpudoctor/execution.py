@@ -83,6 +83,10 @@ def execute(
         signal.signal(signal.SIGTERM, previous)
     if cluster is None or cluster.leader:
         run.results = broken_plugin_results(plan.broken) + run.results
+    if "paste" in plan.facts:
+        from gpudoctor.paste.evidence import conflict_results
+
+        run.results = conflict_results(plan.facts) + run.results
     return run
 
 
@@ -103,12 +107,16 @@ def meta(plan: Plan, started_at: str, started: float) -> dict[str, Any]:
         "duration_s": round(time.monotonic() - started + plan.facts.get("gather_s", 0.0), 3),
         "level": plan.options.level,
         "source": plan.source,
+        **({"paste": plan.facts["paste"]} if "paste" in plan.facts else {}),
     }
 
 
 def host(facts: dict[str, Any]) -> str:
-    """The node the facts are from: an nvidia-smi capture names only its file."""
+    """The node the facts are from: an nvidia-smi capture names only its file, a paste its file and what it
+    held."""
     capture = facts.get("capture")
+    if capture and capture.get("format") == "pasted text":
+        return f"{capture['file']} (paste: {', '.join(capture['kinds'])})"
     if capture:
         return f"{capture['file']} (nvidia-smi capture)"
     return facts["system"].get("hostname") or os.uname().nodename

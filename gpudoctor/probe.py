@@ -80,15 +80,16 @@ def _plan(args: Any, cluster_mode: bool, cfg: Any, early_torch: Any) -> Plan:
     except (config_mod.ConfigError, FaultSpecError, ClusterEnvError) as exc:
         raise UsageError(str(exc)) from None
     top = cfg.top
+    pasted = read_paste_for_live(args)
     options = Options(
         level=args.level or top.get("level", "quick"),
-        only=args.only or list(top.get("only", [])),
+        only=args.only or list(top.get("only", [])) or owners(pasted),
         skip=args.skip + list(top.get("skip", [])),
         timeout=args.timeout,
         config_timeout=top.get("timeout"),
         expect_gpus=args.expect_gpus if args.expect_gpus is not None else top.get("expect_gpus"),
         device=args.device or top.get("device", "auto"),
-        offline=bool(args.from_file),
+        offline=bool(args.from_file) and pasted is None,
         baseline=load_baseline(args.baseline or top.get("baseline")),
     )
     if options.device not in ("auto", "cuda", "cpu"):
@@ -105,10 +106,39 @@ def _plan(args: Any, cluster_mode: bool, cfg: Any, early_torch: Any) -> Plan:
             setattr(args, name, getattr(args, name).replace("{node}", env.node))
     for path in (getattr(args, name, None) for name in REPORT_FILES):
         require_writable(path)
-    facts, source = gather_facts(args.from_file, sources_for(specs), early_torch)
+    facts, source = gather_facts(None if pasted else args.from_file, sources_for(specs), early_torch)
+    if pasted:
+        facts["paste"], source = pasted["paste"], f"live, with the paste {args.from_file}"
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))
     nodes_spec = next(s for s in discovery.specs if s.id == "cluster.nodes")
     return Plan(options, specs, cfg, facts, source, strict, discovery.broken, env, cfg.settings(nodes_spec))
+
+
+def read_paste_for_live(args: Any) -> dict[str, Any] | None:
+    """With --live: the paste --from names, read for its error signatures; this machine gives the facts."""
+    if not getattr(args, "live", False):
+        return None
+    if not args.from_file:
+        raise UsageError("--live judges this machine against a paste: name the paste with --from FILE")
+    from gpudoctor.facts import snapshot
+
+    try:
+        facts = snapshot.load(Path(args.from_file))
+    except snapshot.SnapshotError as exc:
+        raise UsageError(str(exc)) from None
+    if "paste" not in facts:
+        raise UsageError(f"--live reads a paste (an error, a log): {args.from_file} is a snapshot or a capture")
+    return facts
+
+
+def owners(pasted: dict[str, Any] | None) -> list[str]:
+    """The checks whose causes the paste's error signatures name: what --live runs on this machine."""
+    if not pasted:
+        return []
+    from gpudoctor.paste.signatures import table
+
+    known = table()
+    return sorted({known[s["id"]].owner for s in pasted["paste"]["signatures"] if s["id"] in known})
 
 
 def discover(dirs: list[str]) -> Any:
@@ -164,6 +194,7 @@ def run(
     strict: bool | None = None,
     checks_dir: Iterable[str] = (),
     cluster: bool = False,
+    live: bool = False,
 ) -> Report:
     """Gather the facts the selected checks need, run them, and build the report (no output anywhere).
 
@@ -183,6 +214,7 @@ def run(
         device=device,
         strict=strict,
         checks_dir=list(checks_dir),
+        live=live,
     )
     return perform(plan(args, cluster_mode=cluster))
 

@@ -157,6 +157,10 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
             results = [Result(Status.ERROR, f"{spec.id} returned {exc}; a check returns a Result or a list of them")]
         except Exception as exc:
             results = [Result(Status.ERROR, f"the check itself broke: {type(exc).__name__}: {exc}")]
+    if "paste" in ctx.facts:
+        from gpudoctor.paste.evidence import attach
+
+        results = attach(spec.id, results, ctx.facts)
     elapsed = time.monotonic() - started
     for result in results:
         result.check_id = result.check_id or spec.id

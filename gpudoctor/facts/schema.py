@@ -154,6 +154,9 @@ class SystemFacts(TypedDict, total=False):
     nvcc: dict
     gpu_processes: dict[str, dict]
     gpu_numa_nodes: dict[str, int | None]
+    # Read from a paste only (collect_env):
+    python: str  # "3.10.12"
+    cudnn_libraries: list[str]  # versions of the libcudnn files found on the system, not what torch loads
 
 
 class Snapshot(TypedDict, total=False):

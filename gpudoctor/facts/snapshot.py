@@ -6,6 +6,7 @@ needed it starts first in its own process and is read last, while NVML and syste
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import time
@@ -16,7 +17,7 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES, problem
-from gpudoctor.files import decode, parse_json, read_input
+from gpudoctor.files import MAX_INPUT_BYTES, decode, parse_json, read_input
 
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
@@ -66,20 +67,64 @@ def dumps(snapshot: dict[str, Any]) -> str:
 
 
 def load(path: Path | str) -> dict[str, Any]:
-    """A gpudoctor snapshot, or an `nvidia-smi -q -x` capture read as one: told apart by content; `-` reads
-    standard input. Every fact is checked against facts/schema.py, and a wrong one named."""
-    data = read_input(path, "snapshot", SnapshotError)
+    """A gpudoctor snapshot, an `nvidia-smi -q -x` capture, or pasted text (collect_env, nvidia-smi output,
+    logs, errors; gzip too) read as one: told apart by content; `-` reads standard input. Every fact is
+    checked against facts/schema.py, and a wrong one named."""
+    data = gunzipped(read_input(path, "snapshot", SnapshotError), path)
     kind = content_kind(data)
-    if kind == "capture":
-        return capture_from(Path(path), data)
     if kind is None:
-        raise SnapshotError(f"{path} is neither a gpudoctor snapshot (JSON) nor an nvidia-smi -q -x capture (XML)")
-    snapshot = parse_json(data, path, "snapshot", SnapshotError)
+        return pasted(path, data)
+    try:
+        if kind == "capture":
+            return capture_from(Path(path), data)
+        snapshot = parse_json(data, path, "snapshot", SnapshotError)
+    except SnapshotError as exc:  # text that starts like XML or JSON ("<details>", "[rank0]:") may be a paste
+        return pasted(path, data, exc)
     validate(snapshot, str(path))
     snapshot = upgrade(snapshot, str(path))
     wrong = problem(snapshot)
     if wrong:
         raise SnapshotError(f"snapshot {path}: {wrong}")
+    return snapshot
+
+
+def gunzipped(data: bytes, path: Path | str) -> bytes:
+    """`data`, or what it holds where it is gzip (an nvidia-bug-report.log.gz), read up to the input limit."""
+    if not data.startswith(b"\x1f\x8b"):
+        return data
+    import gzip
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as inner:
+            text = inner.read(MAX_INPUT_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SnapshotError(f"{path} is gzip that does not open ({exc})") from None
+    if len(text) > MAX_INPUT_BYTES:
+        raise SnapshotError(f"{path} holds more than {MAX_INPUT_BYTES // 2**20} MB once unpacked: not read")
+    return text
+
+
+def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
+    """Text a user has (collect_env, nvidia-smi's outputs, kernel and NCCL logs, errors) read as facts. Where
+    it was first taken for a snapshot or a capture and is none of these either, that first error is raised."""
+    from gpudoctor import paste
+
+    text = decode(data)
+    if text is None or "\x00" in text[:4096]:
+        raise first or SnapshotError(f"{path} is not text: neither a snapshot, a capture nor anything gpudoctor reads")
+    found = paste.read(text)
+    if not paste.recognised(found):
+        if first:
+            raise first
+        raise SnapshotError(
+            f"{path}: nothing in it gpudoctor reads (a snapshot, an nvidia-smi capture or output, collect_env, "
+            "a kernel or NCCL log, a known error message)"
+        )
+    snapshot = paste.to_snapshot(Path(str(path)).name, found)
+    wrong = problem(snapshot)
+    if wrong:
+        raise SnapshotError(f"{path}: what was read from it is not usable ({wrong})")
     return snapshot
 
 

@@ -1,0 +1,141 @@
+"""Reading what users have: the text they paste (collect_env, nvidia-smi's table, -q, -L and topo -m, kernel
+and NCCL logs, tracebacks, an nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
+the judges read. One table of readers; every reader reads every line and records only what it recognises, so
+a mix is read as well as one kind alone. Nothing in a paste is executed."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gpudoctor.paste.found import Found
+
+# name -> module under gpudoctor.paste with read(found). Order matters only for which of two equal facts
+# counts as first seen: the more direct witness first.
+READERS = {
+    "nvidia-smi": "nvsmi_text",
+    "kernel log": "kernel",
+    "collect_env": "collect_env",
+    "NCCL log": "nccl",
+    "error": "errors",
+}
+
+
+def read(text: str) -> Found:
+    """Every reader over `text`'s lines."""
+    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    for module in READERS.values():
+        importlib.import_module(f"gpudoctor.paste.{module}").read(found)
+    return found
+
+
+def recognised(found: Found) -> bool:
+    return bool(found.kinds)
+
+
+def summary(found: Found) -> dict[str, Any]:
+    """The snapshot's `paste` section: what was read, from where, what disagreed, which errors were seen."""
+    return {
+        "kinds": dict(found.kinds),
+        "facts_from": {path: where.as_dict() for path, where in sorted(found.origins.items())},
+        "conflicts": [
+            {"fact": path, "values": [{"value": value, **where.as_dict()} for value, where in values]}
+            for path, values in found.conflicts.items()
+        ],
+        "signatures": found.signatures,
+    }
+
+
+# What would give the facts a paste lacks, per source: said in the skip of every check that needs them.
+WOULD_GIVE = {
+    "nvml": "run `nvidia-smi -q -x` on the node and judge that, or add `nvidia-smi`'s output",
+    "torch": "add the output of `python -m torch.utils.collect_env`",
+    "system": "run `gpudoctor check` on the node itself",
+    "kernel_log": "add `sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'`",
+    "nvcc": "add `nvcc --version`",
+}
+
+
+def derive(found: Found) -> None:
+    """What follows from what the paste states: an official torch build's arch list (torch.toml), a GPU's
+    compute capability from its name (hardware.toml)."""
+    from gpudoctor import compat, hardware
+
+    torch, system = found.facts["torch"], found.facts["system"]
+    platform = compat.platform_key(system.get("os") or "Linux", system.get("machine") or "x86_64")
+    if torch.get("version") and torch.get("cuda") and "arch_list" not in torch:
+        build = compat.build(str(torch["version"]), compat.variant_of(torch), platform)
+        if build and build.arch and (build.toolkit or "").startswith(f"{torch['cuda']}."):
+            why = f"the arch list of the official {build.name} build (gpudoctor/data/torch.toml)"
+            found.derived("torch.arch_list", list(build.arch), why)
+    _driver_against_its_cuda(found)
+    if torch.get("importable") is False:
+        found.derived("torch.import_error", "torch did not import where the paste was made", "importable: False")
+    for gpu in found.facts["nvml"].get("gpus", []):
+        model = hardware.gpu_model(gpu) if "compute_capability" not in gpu else None
+        if model and model.get("compute_capability"):
+            capability = [int(part) for part in str(model["compute_capability"]).split(".")]
+            found.derived(f"nvml.gpus.{gpu['index']}.compute_capability", capability, f"{gpu.get('name')}'s, by name")
+
+
+def _driver_against_its_cuda(found: Found) -> None:
+    """A driver version and a CUDA driver version from two places that cannot both be one driver's (torch
+    saying "found version 11040" beside a collect_env block with driver 550): a conflict of their own."""
+    from gpudoctor import compat
+    from gpudoctor.hardware import cuda_version_text
+
+    nvml = found.facts["nvml"]
+    driver, cuda = nvml.get("driver_version"), cuda_version_text(nvml.get("cuda_driver_version"))
+    minimum = compat.toolkit_minimum(cuda) if driver and cuda else None
+    if minimum and compat.older(str(driver), minimum):
+        said = [(driver, found.origins["nvml.driver_version"])]
+        said.append((f"CUDA {cuda}, which needs driver >= {minimum}", found.origins["nvml.cuda_driver_version"]))
+        found.conflicts["nvml.driver_version and nvml.cuda_driver_version"] = said
+
+
+def to_snapshot(name: str, found: Found) -> dict[str, Any]:
+    """The paste's facts as a snapshot: a source is listed only where the paste held facts of it, each GPU
+    lists what it lacks as not captured, and the `paste` section says what came from where."""
+    from gpudoctor import __version__
+    from gpudoctor.facts.schema import FACT_NAMES, SCHEMA, SCHEMA_VERSION
+
+    derive(found)
+    nvml, torch, system = (found.facts.get(k) or {} for k in ("nvml", "torch", "system"))
+    if nvml.get("driver_version") or nvml.get("gpus"):
+        nvml.setdefault("status", "ok")  # a driver version or a GPU list printed: the driver answered
+    if nvml:
+        for gpu in nvml.get("gpus", []):
+            gpu["not_captured"] = sorted(set(FACT_NAMES) - set(gpu))
+    # A source counts as gathered only where the paste shows what its checks judge: NVML's own view (a status,
+    # a driver version, GPUs), torch's version or import, the node's memory (a whole system gather, never in a
+    # paste). What is read beyond that (a CUDA driver version from torch's error, the OS from collect_env) is
+    # still there for the checks that take it, and an error signature speaks for the checks that skip.
+    sources = [
+        s
+        for s, there in (
+            ("nvml", "status" in nvml),
+            ("torch", "version" in torch or "importable" in torch),
+            ("system", "memory_bytes" in system),
+        )
+        if there
+    ]
+    if "kernel_log" in system:
+        sources.append("kernel_log")
+    if "nvcc" in system:
+        sources.append("nvcc")
+    extra = {k: v for k, v in found.facts.items() if k not in ("nvml", "torch", "system")}
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "tool_version": __version__,
+        "taken_at": None,
+        "sources": sources,
+        "capture": {"format": "pasted text", "file": name, "kinds": sorted(found.kinds)},
+        "nvml": nvml,
+        "nvml_calls": {},
+        "torch": torch,
+        "system": system,
+        "gather_s": 0.0,
+        **extra,
+        "paste": summary(found),
+    }

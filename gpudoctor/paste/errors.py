@@ -1,0 +1,3 @@
+from gpudoctor.paste.signatures import read
+
+__all__ = ["read"]

@@ -1,0 +1,83 @@
+"""Error signatures as evidence for the check that owns their cause, and facts a paste states twice unalike.
+
+A check judges its facts as it always does. A signature of a cause it owns then joins its result: where the
+check could not judge (the paste held no facts for it), the signature is the verdict, with its cause, fix and
+the line quoted; where it judged, the line is quoted beside its verdict, and a signature the facts did not
+explain (a pass beside "CUDA error 804") is a result of its own, so nothing the user pasted is silently lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor.model import Remediation, Result, Status, worst
+from gpudoctor.paste.signatures import Signature, table
+
+CONFLICTS_CHECK = "paste.conflicts"
+
+
+def signatures_of(check_id: str, facts: dict[str, Any]) -> list[tuple[Signature, dict[str, Any], int]]:
+    """The signatures a paste holds whose cause `check_id` owns: each entry once, with its first sighting and
+    how many lines showed it."""
+    known = table()
+    seen: dict[str, tuple[Signature, dict[str, Any], int]] = {}
+    for sighting in (facts.get("paste") or {}).get("signatures", []):
+        signature = known.get(sighting.get("id"))
+        if signature is None or signature.owner != check_id:
+            continue
+        first = seen.get(signature.id)
+        seen[signature.id] = (signature, first[1] if first else sighting, (first[2] if first else 0) + 1)
+    return list(seen.values())
+
+
+def attach(check_id: str, results: list[Result], facts: dict[str, Any]) -> list[Result]:
+    """`results` of `check_id` with the paste's evidence for it joined, as the module docstring says."""
+    sightings = signatures_of(check_id, facts)
+    if not sightings:
+        return results
+    if all(r.status == Status.SKIP for r in results):
+        return [_verdict(*s) for s in sightings]
+    judged = worst([r.status for r in results])
+    if judged in (Status.FAIL, Status.WARN, Status.ERROR, Status.TIMEOUT):
+        lead = next(r for r in results if r.status == judged)
+        lead.summary += "".join(f" The paste shows it: {quoted(s[1], s[2])}." for s in sightings)
+        lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
+        return results
+    return results + [_verdict(*s, beside=judged) for s in sightings]
+
+
+def quoted(sighting: dict[str, Any], count: int) -> str:
+    more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
+    return f'line {sighting["line"]}, "{sighting["text"]}"{more}'
+
+
+def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside: Status | None = None) -> Result:
+    facts_say = f" The facts here {beside.value}, yet the paste shows the error." if beside else ""
+    commands = signature.fixes(sighting.get("values") or {})
+    return Result(
+        Status(signature.status),
+        f"{signature.cause} Seen in the paste: {quoted(sighting, count)}.{facts_say}",
+        aspect=signature.id,
+        remediation=Remediation(f"{signature.cause} (source: {signature.source})", commands) if commands else None,
+    )
+
+
+def conflict_results(facts: dict[str, Any]) -> list[Result]:
+    """One warning per fact the paste states twice unalike (two driver versions, torch's error text against
+    the collect_env block): which value was judged, and where each came from."""
+    found = []
+    for conflict in (facts.get("paste") or {}).get("conflicts", []):
+        values = conflict["values"]
+        said = "; ".join(f"{v['value']!r} ({v['reader']}, line {v['line']})" for v in values)
+        found.append(
+            Result(
+                Status.WARN,
+                f"{conflict['fact']} is stated {len(values)} ways: {said}. The first was judged; the paste may "
+                "mix two machines, a before and an after, or a container's CUDA forward-compatibility library "
+                "(cuda-compat) with the host's driver.",
+                aspect=conflict["fact"],
+                title="The paste agrees with itself",
+                check_id=CONFLICTS_CHECK,
+            )
+        )
+    return found

@@ -1,0 +1,98 @@
+"""What the readers of a paste found: facts in the snapshot's own shape (facts/schema.py), where each came
+from (reader, line number, the line itself), facts that two places state differently, and error signatures.
+
+A reader never decides a verdict: it records what the text says. A value found twice alike is kept once
+(the first place is its origin); found twice unalike, both are kept as a conflict and the first stays the
+fact, so a judge still has one to read and the conflict is a finding of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+QUOTED = 300  # characters of a line kept as evidence
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a fact or a signature was read: the reader, the 1-based line number in the paste, the line."""
+
+    reader: str
+    line: int
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reader": self.reader, "line": self.line, "text": self.text}
+
+
+@dataclass
+class Found:
+    lines: list[str]
+    facts: dict[str, dict[str, Any]] = field(default_factory=lambda: {"nvml": {}, "torch": {}, "system": {}})
+    origins: dict[str, Origin] = field(default_factory=dict)
+    conflicts: dict[str, list[tuple[Any, Origin]]] = field(default_factory=dict)
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # reader -> how many things it recognised
+
+    def origin(self, reader: str, line: int) -> Origin:
+        """`line` is 0-based, an index into `lines`."""
+        text = self.lines[line].strip() if 0 <= line < len(self.lines) else ""
+        return Origin(reader, line + 1, text if len(text) <= QUOTED else text[: QUOTED - 3] + "...")
+
+    def fact(self, path: str, value: Any, reader: str, line: int) -> None:
+        """Record the fact at `path`, dotted in the snapshot ("torch.version", "nvml.driver_version",
+        "torch.cudnn.version", "system.shm_bytes"); `line` is 0-based. None is a value ("CUDA used to build
+        PyTorch: None" says a CPU build): a reader that found nothing records nothing."""
+        where = self.origin(reader, line)
+        self.kinds[reader] = self.kinds.get(reader, 0) + 1
+        *parents, leaf = path.split(".")
+        node = self._node(parents)
+        if leaf not in node:
+            node[leaf] = value
+            self.origins[path] = where
+        elif node[leaf] != value:
+            known = self.conflicts.setdefault(path, [(node[leaf], self.origins[path])])
+            if all(v != value for v, _ in known):
+                known.append((value, where))
+
+    def derived(self, path: str, value: Any, why: str) -> None:
+        """A fact the paste does not state but that follows from what it states and gpudoctor's own tables
+        (an official build's arch list from its version); `why` says so. Never over a stated fact."""
+        *parents, leaf = path.split(".")
+        node = self._node(parents)
+        if leaf not in node:
+            node[leaf] = value
+            self.origins[path] = Origin("derived", 0, why)
+
+    def gpu(self, index: int, facts: dict[str, Any], reader: str, line: int) -> None:
+        """Record facts of the GPU nvidia-smi numbers `index` (GpuFacts fields: name, pci_bus_id, uuid, ...)."""
+        gpus = self.facts["nvml"].setdefault("gpus", [])
+        while len(gpus) <= index:
+            gpus.append({"index": len(gpus)})
+        for name, value in facts.items():
+            self.fact(f"nvml.gpus.{index}.{name}", value, reader, line)
+
+    def append(self, path: str, item: Any, reader: str, line: int) -> None:
+        """Add `item` to the list at `path` ("system.kernel_log.xids"); where each came from is the item's
+        own business (give it `line`)."""
+        *parents, leaf = path.split(".")
+        self._node(parents).setdefault(leaf, []).append(item)
+        self.origins.setdefault(path, self.origin(reader, line))
+        self.kinds[reader] = self.kinds.get(reader, 0) + 1
+
+    def signature(self, id: str, reader: str, line: int, values: dict[str, Any] | None = None) -> None:
+        """An error signature (data/signatures.toml `id`) at `line` (0-based), with what it carried."""
+        where = self.origin(reader, line)
+        if any(s["id"] == id and s["text"] == where.text for s in self.signatures):
+            return
+        self.signatures.append({"id": id, **where.as_dict(), "values": dict(values or {})})
+        self.kinds[reader] = self.kinds.get(reader, 0) + 1
+
+    def _node(self, parents: list[str]) -> dict[str, Any]:
+        node: Any = self.facts
+        for key in parents:
+            if isinstance(node, list):
+                node = node[int(key)]
+                continue
+            node = node.setdefault(key, {})
+        return node

@@ -1,0 +1,115 @@
+"""Error signatures: a line a program prints when one known thing is wrong, the check whose cause it is, and
+the fix. The table is data (gpudoctor/data/signatures/*.toml), one entry per message, each citing the source
+that prints it; this module loads it and finds its lines in a paste.
+
+An entry:
+
+    [[signature]]
+    id = "driver-too-old"                  # unique over all files
+    owner = "torch.cuda-driver"            # the check the cause belongs to (a check id `gpudoctor list` shows)
+    status = "fail"                        # or "warn"
+    needle = "is too old (found version"   # a literal every matching line holds (a fast first pass)
+    pattern = 'driver on your system is too old \\(found version (?P<found>\\d+)\\)'  # Python regex, searched
+    facts = { found = "nvml.cuda_driver_version:int" }  # optional: named group -> fact path[:int|float|str]
+    cause = "The driver ... (what it means)"
+    fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group
+    source = "c10/cuda/CUDAFunctions.cpp device_count_impl(), cudaErrorInsufficientDriver"
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from gpudoctor.paste.found import Found
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+READER = "error"
+CONVERT = {"int": int, "float": float, "str": str}
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    owner: str
+    status: str
+    needle: str
+    pattern: re.Pattern[str]
+    facts: dict[str, str]
+    cause: str
+    fix: tuple[str, ...]
+    source: str
+    file: str
+
+    def fixes(self, values: dict[str, Any]) -> list[str]:
+        """The fix commands with the match's groups filled in (a group not matched leaves its name)."""
+        return [re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), c) for c in self.fix]
+
+
+@functools.cache
+def table() -> dict[str, Signature]:
+    """Every signature, by id, from every file under data/signatures."""
+    found: dict[str, Signature] = {}
+    folder = resources.files("gpudoctor.data").joinpath("signatures")
+    for item in sorted(folder.iterdir(), key=lambda f: f.name):
+        if item.name.endswith(".toml"):
+            for entry in tomllib.loads(item.read_text(encoding="utf-8")).get("signature", []):
+                signature = _signature(entry, item.name)
+                if signature.id in found:
+                    raise ValueError(f"signature {signature.id} is in {found[signature.id].file} and {item.name}")
+                found[signature.id] = signature
+    return found
+
+
+def _signature(entry: dict[str, Any], file: str) -> Signature:
+    return Signature(
+        id=entry["id"],
+        owner=entry["owner"],
+        status=entry["status"],
+        needle=entry["needle"],
+        pattern=re.compile(entry["pattern"]),
+        facts=dict(entry.get("facts", {})),
+        cause=entry["cause"],
+        fix=tuple(entry.get("fix", ())),
+        source=entry["source"],
+        file=file,
+    )
+
+
+@functools.cache
+def _needles() -> re.Pattern[str]:
+    return re.compile("|".join(sorted({re.escape(s.needle) for s in table().values()}, key=len, reverse=True)))
+
+
+def read(found: Found) -> None:
+    """Every line that holds a signature's needle, searched with its pattern: a signature for each match, and
+    the facts its groups carry."""
+    if not table():
+        return
+    needles = _needles()
+    for number, line in enumerate(found.lines):
+        if needles.search(line):
+            _match_line(found, number, line)
+
+
+def _match_line(found: Found, number: int, line: str) -> None:
+    for signature in table().values():
+        if signature.needle not in line:
+            continue
+        match = signature.pattern.search(line)
+        if not match:
+            continue
+        values = {k: v for k, v in match.groupdict().items() if v is not None}
+        found.signature(signature.id, READER, number, values)
+        for group, target in signature.facts.items():
+            if group in values:
+                path, _, kind = target.partition(":")
+                found.fact(path, CONVERT[kind or "str"](values[group]), READER, number)

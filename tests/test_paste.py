@@ -1,0 +1,202 @@
+"""Judging what users have (issue 29): `--from` reads pasted text by content, readers turn it into the facts
+the judges read, error signatures speak for the check that owns their cause, conflicts are findings, and
+`--live` judges this machine against a paste. The readers' own tests are tests/test_paste_*.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import FIXTURES, GPUDOCTOR, gpudoctor
+
+from gpudoctor import paste
+from gpudoctor.facts import snapshot
+from gpudoctor.model import Result, Status
+from gpudoctor.paste import evidence, signatures
+from gpudoctor.report import document as doc
+
+PASTES = FIXTURES / "pastes"
+READABLE = sorted(
+    p
+    for kind in ("collect_env", "nvidia-smi", "kernel", "nccl", "errors", "issues", "bug-report")
+    for p in (PASTES / kind).glob("*.txt")
+)
+TOO_OLD = PASTES / "errors" / "driver-too-old-found-11040-runtimeerror-with-smi-header.txt"
+BUS_ERROR = PASTES / "errors" / "shm-bus-error-dataloader-worker-killed-newer-wording.txt"
+
+
+def checks_of(proc: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    document = json.loads(proc.stdout)
+    return {f"{c['check_id']}:{c['aspect']}" if c.get("aspect") else c["check_id"]: c for c in document["checks"]}
+
+
+def by_check(proc: subprocess.CompletedProcess[str]) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for c in json.loads(proc.stdout)["checks"]:
+        found.setdefault(c["check_id"], []).append(c)
+    return found
+
+
+@pytest.mark.parametrize("path", READABLE, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_real_sample_is_read_and_judged_without_a_broken_check(path: Path) -> None:
+    """Each real sample is read (something recognised), its facts pass the snapshot schema, and every quick
+    check judges or skips: none breaks on facts a paste holds only in part."""
+    facts = snapshot.load(path)
+    assert facts["paste"]["kinds"], f"nothing read from {path.name}"
+    proc = gpudoctor("check", "--from", str(path), "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    document = json.loads(proc.stdout)
+    jsonschema.validate(document, doc.schema())
+    assert document["paste"]["kinds"] == facts["paste"]["kinds"]
+    broken = [c for c in document["checks"] if c["status"] == "error"]
+    assert broken == [], broken
+
+
+def test_gzip_standard_input_and_text_that_starts_like_json_or_xml_are_read(tmp_path: Path) -> None:
+    text = TOO_OLD.read_text()
+    packed = tmp_path / "nvidia-bug-report.log.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    for variant in (f"[rank0]: {text}", f"<details>\n{text}</details>\n"):
+        (tmp_path / "p.txt").write_text(variant)
+        assert snapshot.load(tmp_path / "p.txt")["paste"]["signatures"], variant[:20]
+    assert snapshot.load(packed)["paste"]["signatures"]
+    proc = subprocess.run(
+        [GPUDOCTOR, "check", "--from", "-", "--json"], input=text, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1 and "torch.cuda-driver" in {c["check_id"] for c in json.loads(proc.stdout)["checks"]}
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (b"", "is not valid JSON"),
+        (b"\x00\x01\x02\xff binary junk" * 100, "is not text"),
+        (b"just some words\nnothing a GPU tool says\n", "nothing in it gpudoctor reads"),
+        (b"\x1f\x8b\x08\x00 not really gzip", "is gzip that does not open"),
+        (TOO_OLD.read_text().encode("utf-16"), None),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, said: str | None) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_bytes(content)
+    proc = gpudoctor("check", "--from", str(path))
+    if said is None:  # UTF-16 with a BOM is text like any other: the driver is too old
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr, proc.stderr
+
+
+def test_a_gzip_that_unpacks_past_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(snapshot, "MAX_INPUT_BYTES", 1000)
+    path = tmp_path / "bomb.gz"
+    path.write_bytes(gzip.compress(b"x" * 5000))
+    with pytest.raises(snapshot.SnapshotError, match="more than"):
+        snapshot.load(path)
+
+
+def test_nothing_in_a_paste_is_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    text = f"$(touch {marker})\n`touch {marker}`\n" + TOO_OLD.read_text() + f"; touch {marker}\n"
+    (tmp_path / "p.txt").write_text(text)
+    assert gpudoctor("check", "--from", str(tmp_path / "p.txt")).returncode == 1
+    assert not marker.exists()
+
+
+# The evidence rules, on a table of one signature.
+ONE = signatures.Signature(
+    id="test-too-old",
+    owner="torch.cuda-driver",
+    status="fail",
+    needle="too old",
+    pattern=signatures.re.compile(r"too old \(found version (?P<found>\d+)\)"),
+    facts={},
+    cause="The driver is too old for this torch.",
+    fix=("upgrade to a driver for CUDA {found}",),
+    source="c10/cuda/CUDAFunctions.cpp",
+    file="test.toml",
+)
+SIGHTED = {"paste": {"signatures": [{"id": "test-too-old", "reader": "error", "line": 3, "text": "x too old",
+                                     "values": {"found": "11040"}}] * 2, "conflicts": []}}  # fmt: skip
+
+
+@pytest.fixture
+def one_signature(monkeypatch) -> None:
+    monkeypatch.setattr(evidence, "table", lambda: {ONE.id: ONE})
+
+
+def test_a_signature_is_the_verdict_of_a_check_that_could_not_judge(one_signature: None) -> None:
+    [result] = evidence.attach("torch.cuda-driver", [Result(Status.SKIP, "not in this paste")], SIGHTED)
+    assert result.status == Status.FAIL and result.aspect == "test-too-old"
+    assert 'line 3, "x too old" (and 1 more line)' in result.summary
+    assert result.remediation.commands == ["upgrade to a driver for CUDA 11040"]
+    assert "CUDAFunctions.cpp" in result.remediation.why
+
+
+def test_a_signature_is_quoted_beside_a_failing_verdict_and_stands_beside_a_passing_one(one_signature: None) -> None:
+    [failed] = evidence.attach("torch.cuda-driver", [Result(Status.FAIL, "driver 470 < 525")], SIGHTED)
+    assert failed.summary.startswith("driver 470 < 525 The paste shows it: line 3")
+    [raised] = evidence.attach("torch.cuda-driver", [Result(Status.WARN, "runs only through compat")], SIGHTED)
+    assert raised.status == Status.FAIL, "the error happened: a warning beside it is a failure"
+    passed, added = evidence.attach("torch.cuda-driver", [Result(Status.PASS, "driver 550 runs cu121")], SIGHTED)
+    assert passed.status == Status.PASS and added.status == Status.FAIL and "The facts here pass" in added.summary
+    assert evidence.attach("torch.arch", [Result(Status.PASS, "ok")], SIGHTED)[0].summary == "ok", "not its owner"
+
+
+def test_two_values_of_one_fact_are_a_finding_naming_both_places() -> None:
+    found = paste.Found(["Nvidia driver version: 470.82.01", "| NVIDIA-SMI 535.54.03  Driver Version: 535.54.03 |"])
+    found.fact("nvml.driver_version", "470.82.01", "collect_env", 0)
+    found.fact("nvml.driver_version", "535.54.03", "nvidia-smi", 1)
+    found.fact("nvml.driver_version", "470.82.01", "collect_env", 0)
+    [result] = evidence.conflict_results({"paste": paste.summary(found)})
+    assert result.status == Status.WARN and result.check_id == "paste.conflicts"
+    assert "'470.82.01' (collect_env, line 1); '535.54.03' (nvidia-smi, line 2)" in result.summary
+
+
+def test_every_signature_names_a_check_that_exists() -> None:
+    from gpudoctor.registry import discover
+
+    ids = {s.id for s in discover([]).specs}
+    table = signatures.table()
+    assert table, "the signature table is empty"
+    assert {s.owner for s in table.values()} <= ids
+
+
+def test_live_runs_the_checks_the_paste_points_to_on_this_machine(tmp_path: Path) -> None:
+    """A DataLoader bus error pasted, judged on this machine: system.shm runs here (this /dev/shm), and the
+    paste's line stands beside its verdict; nothing else runs."""
+    proc = gpudoctor("check", "--from", str(BUS_ERROR), "--live", "--json", timeout=120)
+    checks = by_check(proc)
+    assert set(checks) - {"plugins.load"} == {"system.shm"}, list(checks)
+    texts = " ".join(c["summary"] for c in checks["system.shm"])
+    assert "Seen in the paste" in texts or "The paste shows it" in texts
+    assert json.loads(proc.stdout)["source"].startswith("live, with the paste")
+
+
+def test_live_without_a_paste_is_a_usage_error(tmp_path: Path) -> None:
+    proc = gpudoctor("check", "--live")
+    assert proc.returncode == 2 and "--from" in proc.stderr
+    proc = gpudoctor("check", "--live", "--from", str(FIXTURES / "snapshots" / "a6000-2x.json"))
+    assert proc.returncode == 2 and "is a snapshot or a capture" in proc.stderr
+
+
+def test_what_follows_from_a_paste_is_derived_and_said_so() -> None:
+    """An official build's arch list from its version, a GPU's capability from its name; a driver and a CUDA
+    driver version that cannot be one driver's are a conflict."""
+    found = paste.Found(["PyTorch version: 1.7.0+cu110", "GPU 0: GeForce RTX 3090", "driver 450.80.02", "11040"])
+    found.fact("torch.version", "1.7.0+cu110", "collect_env", 0)
+    found.fact("torch.cuda", "11.0", "collect_env", 0)
+    found.gpu(0, {"name": "GeForce RTX 3090"}, "collect_env", 1)
+    found.fact("nvml.driver_version", "450.80.02", "collect_env", 2)
+    found.fact("nvml.cuda_driver_version", 12020, "error", 3)
+    facts = paste.to_snapshot("p.txt", found)
+    assert "sm_80" in facts["torch"]["arch_list"] and "sm_86" not in facts["torch"]["arch_list"]
+    assert facts["nvml"]["gpus"][0]["compute_capability"] == [8, 6]
+    assert facts["paste"]["facts_from"]["torch.arch_list"]["reader"] == "derived"
+    [conflict] = facts["paste"]["conflicts"]
+    assert conflict["fact"] == "nvml.driver_version and nvml.cuda_driver_version"
+    assert "CUDA 12.2, which needs driver >= 535.54.03" == conflict["values"][1]["value"]
