@@ -51,6 +51,8 @@ def ecc_row(gpu: dict[str, Any], correctable_warn: int) -> Row:
         return gpu_row(gpu, Status.WARN, "ECC is disabled: memory errors go undetected")
     if mode["pending"] != mode["current"]:
         return gpu_row(gpu, Status.WARN, "an ECC mode change is pending a reboot")
+    if "volatile_corrected" not in errors:  # nvidia-smi's table shows only the uncorrectable count
+        return gpu_row(gpu, Status.PASS, "ECC on, no uncorrectable errors (corrected count: not in this capture)")
     corrected = errors.get("volatile_corrected") or 0
     if corrected > correctable_warn:
         return gpu_row(gpu, Status.WARN, f"{corrected} correctable ECC errors since boot (> {correctable_warn})")
@@ -190,7 +192,9 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     recovery verdict; NVSwitch SXids from the same log."""
     if not kernel_log.get("readable"):
         return Result(Status.SKIP, f"Xids not readable: {kernel_log.get('reason')}", remediation=UNREADABLE)
-    judged = [xid_row(gpu, kernel_log.get("xids", [])) for gpu in gpus]
+    xids = kernel_log.get("xids", [])
+    judged = [xid_row(gpu, xids) for gpu in gpus]
+    judged += [xid_row({"pci_bus_id": pci, "name": f"GPU at PCI {pci}"}, xids) for pci in _unlisted(xids, gpus)]
     judged += [sxid_row(event) for event in kernel_log.get("sxids", [])]
     rows = [row for row, _ in judged]
     actions = {action for _, found in judged for action in found}
@@ -237,6 +241,12 @@ ACTION_OF = {
 }
 RECOVERY_PATTERN = re.compile(r"to 0x[0-9a-fA-F]+ \(([^)]+)\)")
 NVLINK5_XIDS = range(144, 151)
+
+
+def _unlisted(xids: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[str]:
+    """PCI addresses with Xids that no listed GPU has: a GPU that fell off the bus and NVML no longer lists,
+    or a pasted kernel log judged without a GPU list."""
+    return sorted({e["pci"] for e in xids if not any(same_pci(e["pci"], g.get("pci_bus_id")) for g in gpus)})
 
 
 def xid_row(gpu: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Row, set[str]]:
@@ -504,7 +514,7 @@ def nvlink(ctx: CheckContext) -> Result:
     )
 
 
-@check("health.xid", "Xid errors in the kernel log", needs=("nvml", "kernel_log"))
+@check("health.xid", "Xid errors in the kernel log", needs=("kernel_log",), uses=("nvml",))
 def xid(ctx: CheckContext) -> Result:
     """Xid errors from the kernel log per GPU; critical ones (ECC, fallen off the bus, NVLink) fail."""
     return judge_xid(ctx.kernel_log, ctx.gpus)

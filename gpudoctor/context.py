@@ -62,9 +62,10 @@ class CheckContext:
     def not_gathered(self, source: str) -> str:
         """Why a source's facts are missing here, in words for a skip."""
         if self.capture and self.capture.get("format") == "pasted text":
-            from gpudoctor.paste import WOULD_GIVE
+            from gpudoctor.paste import would_give
 
-            return f"not in this paste: it holds no {source.replace('_', ' ')} facts ({WOULD_GIVE[source]})"
+            said = would_give(source, self.capture.get("kinds", []))
+            return f"not in this paste: it holds no {source.replace('_', ' ')} facts ({said})"
         if self.capture:
             return f"not in this nvidia-smi capture: it holds no {source.replace('_', ' ')} facts"
         return f"not in this snapshot: its {source.replace('_', ' ')} facts were not gathered"
@@ -74,12 +75,12 @@ class CheckContext:
         "cudnn.version") are not in it, naming what would give them; None where all are (always, live)."""
         if (self.capture or {}).get("format") != "pasted text":
             return None
-        from gpudoctor.paste import WOULD_GIVE
+        from gpudoctor.paste import would_give
 
         missing = [p for p in paths if not _holds(self.facts.get(section) or {}, p.split("."))]
         if not missing:
             return None
-        return f"not in this paste: {section}.{missing[0]} ({WOULD_GIVE[section]})"
+        return f"not in this paste: {section}.{missing[0]} ({would_give(section, self.capture.get('kinds', []))})"
 
     @property
     def nvml(self) -> NvmlFacts:

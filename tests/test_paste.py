@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -25,7 +24,7 @@ READABLE = sorted(
     p
     for kind in ("collect_env", "nvidia-smi", "kernel", "nccl", "errors", "issues", "bug-report")
     for p in (PASTES / kind).glob("*.txt")
-)
+) + sorted((PASTES / "written").glob("*.md"))
 TOO_OLD = PASTES / "errors" / "driver-too-old-found-11040-runtimeerror-with-smi-header.txt"
 BUS_ERROR = PASTES / "errors" / "shm-bus-error-dataloader-worker-killed-newer-wording.txt"
 
@@ -42,10 +41,25 @@ def by_check(proc: subprocess.CompletedProcess[str]) -> dict[str, list[dict]]:
     return found
 
 
+# Real samples that hold nothing to read: what would say something was cut off or is a picture.
+UNREADABLE = {
+    "nvidia-bug-report-sh-console-banner.txt": "the script's banner, before any log",
+    "found-no-nvidia-driver-colab-cpu-runtime-partial.txt": "the traceback is cut before its message",
+    "torch-not-compiled-with-cuda-windows-conda-module-cuda-partial.txt": "cut before its message",
+    "torchvision-nms-does-not-exist-register-fake-torch-2.4-partial.txt": "cut before its message",
+    "nccl-tests-206-ibv-reg-mr-iova2-cannot-allocate-memory-ulimit-l.txt": "the error is in a screenshot",
+}
+
+
 @pytest.mark.parametrize("path", READABLE, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_real_sample_is_read_and_judged_without_a_broken_check(path: Path) -> None:
     """Each real sample is read (something recognised), its facts pass the snapshot schema, and every quick
-    check judges or skips: none breaks on facts a paste holds only in part."""
+    check judges or skips: none breaks on facts a paste holds only in part. A sample with nothing to read is
+    one line and exit 2."""
+    if path.name in UNREADABLE:
+        proc = gpudoctor("check", "--from", str(path))
+        assert proc.returncode == 2 and "nothing in it gpudoctor reads" in proc.stderr, proc.stderr
+        return
     facts = snapshot.load(path)
     assert facts["paste"]["kinds"], f"nothing read from {path.name}"
     proc = gpudoctor("check", "--from", str(path), "--json")
@@ -199,4 +213,50 @@ def test_what_follows_from_a_paste_is_derived_and_said_so() -> None:
     assert facts["paste"]["facts_from"]["torch.arch_list"]["reader"] == "derived"
     [conflict] = facts["paste"]["conflicts"]
     assert conflict["fact"] == "nvml.driver_version and nvml.cuda_driver_version"
-    assert "CUDA 12.2, which needs driver >= 535.54.03" == conflict["values"][1]["value"]
+    assert conflict["values"][1]["value"] == "CUDA 12.2, which needs driver >= 535.54.03"
+
+
+MIXED = PASTES / "written" / "issue-body-driver-470-torch-cu121-2x3090.md"
+
+
+def _rtx3090(index: int, bus: str) -> dict:
+    return {
+        "index": index, "name": "NVIDIA GeForce RTX 3090", "pci_bus_id": bus, "compute_capability": [8, 6],
+        "persistence_mode": False, "compute_mode": "default", "memory_total_mib": 24268, "memory_used_mib": 5,
+        "temperature_c": 34, "power_limit_w": 350.0, "processes": [],
+    }  # fmt: skip
+
+
+SAME_FACTS = {
+    "schema": "gpudoctor.snapshot",
+    "schema_version": 3,
+    "sources": ["nvml", "torch"],
+    "nvml": {
+        "status": "ok", "driver_version": "470.82.01", "cuda_driver_version": 11040,
+        "gpus": [_rtx3090(0, "00000000:01:00.0"), _rtx3090(1, "00000000:21:00.0")],
+    },
+    "torch": {
+        "importable": True, "version": "2.4.1+cu121", "cuda": "12.1", "cuda_available": False,
+        "cuda_init_error": "The NVIDIA driver on your system is too old (found version 11040).",
+        "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        "torchvision": {"installed": True, "version": "0.19.1", "ops_ok": True},
+    },
+    "system": {"os": "Linux", "machine": "x86_64", "os_release": {"id": "ubuntu", "version_id": "20.04"}},
+    "nvml_calls": {},
+}  # fmt: skip
+
+
+def test_a_mixed_paste_gives_the_verdicts_of_a_snapshot_holding_the_same_facts(tmp_path: Path) -> None:
+    """The issue body (an error, nvidia-smi's table, collect_env) against a snapshot of the facts it states:
+    every check both judge comes out the same; the paste's error line stands beside the driver verdict."""
+    (tmp_path / "same.json").write_text(json.dumps(SAME_FACTS))
+    pasted = checks_of(gpudoctor("check", "--from", str(MIXED), "--json"))
+    known = checks_of(gpudoctor("check", "--from", str(tmp_path / "same.json"), "--json"))
+    both = [c for c in pasted if c in known and "skip" not in (pasted[c]["status"], known[c]["status"])]
+    assert {"torch.cuda-driver", "torch.cuda-available", "torch.arch", "driver.gpu-count"} <= set(both)
+    assert {c: pasted[c]["status"] for c in both} == {c: known[c]["status"] for c in both}
+    assert (
+        pasted["torch.cuda-driver"]["status"] == "fail"
+        and "The paste shows it: line 13" in (pasted["torch.cuda-driver"]["summary"])
+    )
+    assert "paste.conflicts" not in {c.split(":")[0] for c in pasted}, "a name cut to 'NVIDIA GeForce ...' agrees"

@@ -177,5 +177,5 @@ def test_everything_a_plugin_shows_is_harmless_to_a_terminal() -> None:
 def test_a_declaration_with_no_title_or_a_meaningless_time_limit_is_refused(bad: dict) -> None:
     from gpudoctor.registry import check
 
-    with pytest.raises(ValueError, match="site.odd"):
+    with pytest.raises(ValueError, match=r"site\.odd"):
         check("site.odd", **{"title": "t", **bad})

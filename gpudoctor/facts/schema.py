@@ -159,6 +159,20 @@ class SystemFacts(TypedDict, total=False):
     cudnn_libraries: list[str]  # versions of the libcudnn files found on the system, not what torch loads
 
 
+class NcclFacts(TypedDict, total=False):
+    """What an NCCL_DEBUG=INFO log (a paste) says NCCL chose; never gathered live."""
+
+    version: str
+    cuda: str
+    net: str  # "IB", "Socket" or a network plugin's name
+    interfaces: list[str]
+    ib_devices: list[str]
+    transports: list[str]  # "NET/IB/GDRDMA", "P2P/IPC", "SHM"
+    nvls: bool
+    ranks: int
+    warnings: list[str]
+
+
 class Snapshot(TypedDict, total=False):
     schema: str
     schema_version: int
@@ -170,6 +184,8 @@ class Snapshot(TypedDict, total=False):
     nvml_calls: dict
     torch: TorchFacts
     system: SystemFacts
+    nccl: NcclFacts
+    paste: dict  # a paste's origins, conflicts and signatures (gpudoctor.paste.summary)
     gather_s: float | None
 
 

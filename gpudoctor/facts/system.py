@@ -29,7 +29,8 @@ ENV_PREFIXES = (
     "SLURM_NNODES",
     "SLURM_JOB_NUM_NODES",
 )
-XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
+# A MIG instance's Xid names it after the PCI address: "Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 94".
+XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+)")
 SXID_PATTERN = re.compile(r"SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+), (Fatal|Non-fatal)", re.IGNORECASE)
 TIME_PATTERN = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 

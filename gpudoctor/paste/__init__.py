@@ -93,6 +93,18 @@ def _driver_against_its_cuda(found: Found) -> None:
         found.conflicts["nvml.driver_version and nvml.cuda_driver_version"] = said
 
 
+# The reader whose kind of text gives each source's facts: where the paste holds it, what is missing is not
+# in it, and naming the same command again would not help.
+GIVEN_BY = {"nvml": "nvidia-smi", "torch": "collect_env", "kernel_log": "kernel log", "nvcc": "collect_env"}
+
+
+def would_give(source: str, kinds: list[str]) -> str:
+    """The command that would give a source's facts, or that the text that usually does holds none of them."""
+    if GIVEN_BY.get(source) in kinds:
+        return f"the {GIVEN_BY[source]} output in it does not show it"
+    return WOULD_GIVE[source]
+
+
 def to_snapshot(name: str, found: Found) -> dict[str, Any]:
     """The paste's facts as a snapshot: a source is listed only where the paste held facts of it, each GPU
     lists what it lacks as not captured, and the `paste` section says what came from where."""
@@ -105,7 +117,8 @@ def to_snapshot(name: str, found: Found) -> dict[str, Any]:
         nvml.setdefault("status", "ok")  # a driver version or a GPU list printed: the driver answered
     if nvml:
         for gpu in nvml.get("gpus", []):
-            gpu["not_captured"] = sorted(set(FACT_NAMES) - set(gpu))
+            held = set(gpu) | ({"pcie_max"} if (gpu.get("pcie") or {}).get("max_gen") is not None else set())
+            gpu["not_captured"] = sorted(set(FACT_NAMES) - held)
     # A source counts as gathered only where the paste shows what its checks judge: NVML's own view (a status,
     # a driver version, GPUs), torch's version or import, the node's memory (a whole system gather, never in a
     # paste). What is read beyond that (a CUDA driver version from torch's error, the OS from collect_env) is

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 QUOTED = 300  # characters of a line kept as evidence
+SIGHTINGS = 20  # lines kept per signature: a flood of one error (timestamped, so each line differs) is one finding
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,10 @@ class Found:
         self.kinds[reader] = self.kinds.get(reader, 0) + 1
         *parents, leaf = path.split(".")
         node = self._node(parents)
-        if leaf not in node:
+        if leaf not in node or _completes(value, node[leaf]):
             node[leaf] = value
             self.origins[path] = where
-        elif node[leaf] != value:
+        elif node[leaf] != value and not _completes(node[leaf], value):
             known = self.conflicts.setdefault(path, [(node[leaf], self.origins[path])])
             if all(v != value for v, _ in known):
                 known.append((value, where))
@@ -83,7 +84,8 @@ class Found:
     def signature(self, id: str, reader: str, line: int, values: dict[str, Any] | None = None) -> None:
         """An error signature (data/signatures.toml `id`) at `line` (0-based), with what it carried."""
         where = self.origin(reader, line)
-        if any(s["id"] == id and s["text"] == where.text for s in self.signatures):
+        same = [s for s in self.signatures if s["id"] == id]
+        if len(same) >= SIGHTINGS or any(s["text"] == where.text for s in same):
             return
         self.signatures.append({"id": id, **where.as_dict(), "values": dict(values or {})})
         self.kinds[reader] = self.kinds.get(reader, 0) + 1
@@ -96,3 +98,10 @@ class Found:
                 continue
             node = node.setdefault(key, {})
         return node
+
+
+def _completes(whole: Any, cut: Any) -> bool:
+    """`whole` is the text `cut` is a shortened form of (nvidia-smi's table cuts names to "NVIDIA GeForce ...")."""
+    if not (isinstance(whole, str) and isinstance(cut, str) and cut.endswith("...")):
+        return False
+    return whole != cut and whole.startswith(cut[:-3].rstrip())

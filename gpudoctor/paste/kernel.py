@@ -33,11 +33,13 @@ QUOTED = 300  # characters of an event's line kept, as the live reader keeps the
 MIG_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+) GPU-I:\d+(?: GPU-CI:\d+)?\): (\d+)")
 # "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.54.03 ..." (nv.c) and "NVRM version: NVIDIA UNIX Open
 # Kernel Module for x86_64  565.57.01 ..." (/proc/driver/nvidia/version); the version as system.py reads it.
-BANNER = re.compile(r"NVRM(?:: loading| version:) NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+BANNER = re.compile(
+    r"NVRM(?:: loading| version:) NVIDIA UNIX .{0,60}?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)"
+)
 # osapi.c up to R570: "the client has the version %s, but / this kernel module has the version %s."; from
 # R575: "the client '%s' (pid %u) / has the version %s, but this kernel module has / the version %s."
 MISMATCH = re.compile(
-    r"API mismatch: the client (?:'.*?' \(pid \d+\) )?has the version (\d+(?:\.\d+)+), but "
+    r"API mismatch: the client (?:'.{0,100}?' \(pid \d+\) )?has the version (\d+(?:\.\d+)+), but "
     r"this kernel module has the version (\d+(?:\.\d+)+)"
 )
 MISMATCH_LINES = 5  # continuation lines of the message after its first
@@ -48,7 +50,9 @@ NOUVEAU = re.compile(
     r"(?:^|[\s\]:])nouveau(?: [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d: | +\[ *\w+\]\[[0-9a-fA-F:.]+\] )"
     r"|\[drm\] Initialized nouveau |Kernel driver in use: nouveau"
 )
-MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+MONTHS = {
+    m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)")
 CTIME = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\]")
 SYSLOG_TIME = re.compile(r"^(\w{3} +\d{1,2} \d\d:\d\d:\d\d) ")
@@ -102,7 +106,7 @@ def nvrm_line(found: Found, log: KernelLog, number: int, line: str) -> None:
 
 
 def api_mismatch(found: Found, number: int) -> None:
-    """"NVRM: API mismatch" over its continuation lines (each with its own "NVRM: ", indented, or joined by
+    """ "NVRM: API mismatch" over its continuation lines (each with its own "NVRM: ", indented, or joined by
     rsyslog's "#012"): the module's version and the version of the driver's user-space components."""
     text = message(found.lines[number])
     for following in found.lines[number + 1 : number + 1 + MISMATCH_LINES]:

@@ -82,7 +82,7 @@ def read(found: Found) -> None:
         if "NCCL" in line or "nccl" in line or "# " in line:
             read_line(found, log, number, line)
         elif line.lstrip(" \t>").startswith(BARE):
-            message(found, log, number, bare(line))
+            message(found, log, number, bare(line), prefixed=False)
     record(found, log)
 
 
@@ -101,7 +101,7 @@ def read_line(found: Found, log: NcclLog, number: int, line: str) -> None:
         warning(found, log, number, line[start + 10 :].strip())
         return
     if line.lstrip(" \t>").startswith(BARE):
-        message(found, log, number, bare(line))
+        message(found, log, number, bare(line), prefixed=False)
 
 
 def bare(line: str) -> str:
@@ -120,8 +120,9 @@ def version(found: Found, log: NcclLog, number: int, match: re.Match[str]) -> No
         log.version = (match.group(1), number)
 
 
-def message(found: Found, log: NcclLog, number: int, text: str) -> None:
-    """One INFO message, prefix removed."""
+def message(found: Found, log: NcclLog, number: int, text: str, prefixed: bool = True) -> None:
+    """One INFO message, prefix removed; without NCCL's prefix (`prefixed` False) a network name must be one
+    word, as NCCL's own are ("IB", "Socket", "IBext_v8"), so prose that starts alike is not read."""
     if text.startswith("cudaDriverVersion "):
         value = text[18:].strip()
         if value.isdigit():
@@ -132,7 +133,9 @@ def message(found: Found, log: NcclLog, number: int, text: str) -> None:
     elif text.startswith("NET/IB"):
         infiniband(log, number, text)
     elif text.startswith("Using network "):
-        found.fact("nccl.net", text[14:].strip(), READER, number)
+        name = text[14:].strip()
+        if name and (prefixed or " " not in name):
+            found.fact("nccl.net", name, READER, number)
     elif text.startswith(CHANNELS) and " via " in text:
         kind = transport(text[text.rfind(" via ") + 5 :])
         if kind:
@@ -148,7 +151,7 @@ def message(found: Found, log: NcclLog, number: int, text: str) -> None:
 
 
 def infiniband(log: NcclLog, number: int, text: str) -> None:
-    """"NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE [RO]; OOB eth0:10.0.0.1<0>" (net_ib)."""
+    """ "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE [RO]; OOB eth0:10.0.0.1<0>" (net_ib)."""
     match = IB_USING.match(text)
     if not match:
         return

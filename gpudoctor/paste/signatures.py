@@ -1,4 +1,4 @@
-"""Error signatures: a line a program prints when one known thing is wrong, the check whose cause it is, and
+r"""Error signatures: a line a program prints when one known thing is wrong, the check whose cause it is, and
 the fix. The table is data (gpudoctor/data/signatures/*.toml), one entry per message, each citing the source
 that prints it; this module loads it and finds its lines in a paste.
 
@@ -9,8 +9,9 @@ An entry:
     owner = "torch.cuda-driver"            # the check the cause belongs to (a check id `gpudoctor list` shows)
     status = "fail"                        # or "warn"
     needle = "is too old (found version"   # a literal every matching line holds (a fast first pass)
-    pattern = 'driver on your system is too old \\(found version (?P<found>\\d+)\\)'  # Python regex, searched
-    facts = { found = "nvml.cuda_driver_version:int" }  # optional: named group -> fact path[:int|float|str]
+    pattern = 'driver on your system is too old \(found version (?P<found>\d+)\)'  # a TOML literal: one backslash
+    facts = { found = "nvml.cuda_driver_version:int" }  # optional: named group -> fact path[:int|float|str];
+                                           # `_match` is the whole line
     cause = "The driver ... (what it means)"
     fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group
     source = "c10/cuda/CUDAFunctions.cpp device_count_impl(), cudaErrorInsufficientDriver"
@@ -34,6 +35,7 @@ else:
 
 READER = "error"
 CONVERT = {"int": int, "float": float, "str": str}
+WHOLE_LINE = "_match"  # a `facts` key that takes the whole line (the message), not a group
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def _match_line(found: Found, number: int, line: str) -> None:
             continue
         values = {k: v for k, v in match.groupdict().items() if v is not None}
         found.signature(signature.id, READER, number, values)
+        carried = {**values, WHOLE_LINE: line.strip()}
         for group, target in signature.facts.items():
-            if group in values:
+            if group in carried:
                 path, _, kind = target.partition(":")
-                found.fact(path, CONVERT[kind or "str"](values[group]), READER, number)
+                found.fact(path, CONVERT[kind or "str"](carried[group]), READER, number)
