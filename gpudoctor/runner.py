@@ -101,7 +101,6 @@ def _not_gathered(spec: CheckSpec, ctx: CheckContext) -> str | None:
     return missing[0] if missing and len(missing) == len(declared) else None
 
 
-PLUGIN_GRACE_S = 30.0  # beyond a plugin workload check's own time limit, before it is left running
 ProgressHook = Callable[[str, str, str], None]  # ("start" or "done", check id, title)
 
 
@@ -172,14 +171,12 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
 def _call(spec: CheckSpec, ctx: CheckContext) -> Any:
     """The check's answer. A check that is not gpudoctor's own gets its own copy of the facts (what it changes
     there no other check sees). A quick check, which only judges facts, gets its time limit here; a workload
-    has its own, in the process it runs in, and a plugin's workload check gets PLUGIN_GRACE_S beyond it here
-    as well, so that its own limit speaks first. No check can end gpudoctor (sys.exit, os._exit)."""
+    has its own, in the process it runs in (ctx.run_isolated), and runs in this thread so that Ctrl-C and
+    SIGTERM end that process before the report is written. No check can end gpudoctor (sys.exit, os._exit)."""
     if spec.source != "builtin":
         ctx = dataclasses.replace(ctx, facts=copy.deepcopy(ctx.facts))
     if spec.level == "quick":
         return guard.call(lambda: spec.run(ctx), ctx.timeout_s, spec.id)
-    if spec.source != "builtin":
-        return guard.call(lambda: spec.run(ctx), ctx.timeout_s + PLUGIN_GRACE_S, spec.id)
     with guard.no_exit():
         return spec.run(ctx)
 

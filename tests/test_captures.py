@@ -405,7 +405,7 @@ def test_snapshot_from_xml_judges_the_same(tmp_path: Path) -> None:
         ("<foo/>", "is XML but not an nvidia-smi -q -x capture (root <foo>"),
         ("<nvidia_smi_log><gpu>", "is XML that does not parse"),
         ("<nvidia_smi_log><driver_version>550.1</driver_version></nvidia_smi_log>", "with no <gpu> element"),
-        ("hello", "is neither a gpudoctor snapshot (JSON) nor an nvidia-smi -q -x capture (XML)"),
+        ("hello", "nothing in it gpudoctor reads (a snapshot, an nvidia-smi capture or output"),
     ],
 )
 def test_files_that_are_not_captures_are_one_line_errors(tmp_path: Path, content: str, words: str) -> None:

@@ -2,8 +2,9 @@
 
 A check judges its facts as it always does. A signature of a cause it owns then joins its result: where the
 check could not judge (the paste held no facts for it), the signature is the verdict, with its cause, fix and
-the line quoted; where it judged, the line is quoted beside its verdict, and a signature the facts did not
-explain (a pass beside "CUDA error 804") is a result of its own, so nothing the user pasted is silently lost.
+the line quoted; where it judged, the line is quoted beside its verdict (raised to the signature's status: the error did
+happen), and a signature the facts did not explain (a pass beside "CUDA error 804") is a warning of its own,
+so nothing the user pasted is silently lost.
 """
 
 from __future__ import annotations
@@ -52,13 +53,19 @@ def quoted(sighting: dict[str, Any], count: int) -> str:
 
 
 def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside: Status | None = None) -> Result:
-    facts_say = f" The facts here {beside.value}, yet the paste shows the error." if beside else ""
+    """The signature as a result: its verdict where its owner could not judge; a warning beside an owner that
+    judged the facts here sound (the error came from another machine, a container or an earlier state)."""
+    facts_say = (
+        f" The facts here {beside.value}: the error came from another machine, a container or an earlier state."
+        if beside
+        else ""
+    )
     commands = signature.fixes(sighting.get("values") or {})
     return Result(
-        Status(signature.status),
+        Status.WARN if beside else Status(signature.status),
         f"{signature.cause} Seen in the paste: {quoted(sighting, count)}.{facts_say}",
         aspect=signature.id,
-        remediation=Remediation(f"{signature.cause} (source: {signature.source})", commands) if commands else None,
+        remediation=Remediation(f"What says so: {signature.source}", commands) if commands else None,
     )
 
 
