@@ -428,8 +428,8 @@ def kernel_module(ctx: CheckContext) -> Result:
 @check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",), uses=("system",))
 def gpu_count(ctx: CheckContext) -> Result:
     """GPU count against --expect-gpus; lost GPUs; GPUs NVML sees that torch does not, and why."""
-    if not ctx.nvml.get("gpus") and (ctx.capture or {}).get("format") == "pasted text":
-        return Result(Status.SKIP, "the GPU list is not in this paste (add the output of `nvidia-smi -L`)")
+    if lacking := ctx.lacks("nvml", "gpus", would_give="add the output of `nvidia-smi -L`"):
+        return Result(Status.SKIP, lacking)
     torch = {} if ctx.lacks("torch", "device_count") else ctx.torch  # a paste that does not say what torch sees
     return judge_gpu_count(ctx.nvml, torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
 

@@ -199,6 +199,6 @@ def judge_consumer_p2p(gpus: list[dict[str, Any]], topology: dict[str, Any], env
 @check("p2p.geforce", "GeForce boards and peer-to-peer", needs=("nvml",), uses=("system",), min_gpus=2)
 def geforce(ctx: CheckContext) -> Result:
     """Peer-to-peer the driver reports between GeForce boards, which NCCL trusts and GeForce does not support."""
-    if lacking := ctx.lacks("nvml", "topology.p2p_read"):
-        return Result(Status.SKIP, lacking.replace("(the nvidia-smi output", "(`nvidia-smi topo -p2p r`; the output"))
+    if lacking := ctx.lacks("nvml", "topology.p2p_read", would_give="add the output of `nvidia-smi topo -p2p r`"):
+        return Result(Status.SKIP, lacking)
     return judge_consumer_p2p(ctx.gpus, ctx.nvml.get("topology", {}), ctx.env)

@@ -70,17 +70,19 @@ class CheckContext:
             return f"not in this nvidia-smi capture: it holds no {source.replace('_', ' ')} facts"
         return f"not in this snapshot: its {source.replace('_', ' ')} facts were not gathered"
 
-    def lacks(self, section: str, *paths: str) -> str | None:
+    def lacks(self, section: str, *paths: str, would_give: str | None = None) -> str | None:
         """Judging a paste: why this check cannot judge where facts it reads (dotted below `section`:
-        "cudnn.version") are not in it, naming what would give them; None where all are (always, live)."""
+        "cudnn.version") are not in it, naming what would give them (the section's usual command, or
+        `would_give`); None where all are (always, live)."""
         if (self.capture or {}).get("format") != "pasted text":
             return None
-        from gpudoctor.paste import would_give
+        from gpudoctor.paste import would_give as paste_would_give
 
         missing = [p for p in paths if not _holds(self.facts.get(section) or {}, p.split("."))]
         if not missing:
             return None
-        return f"not in this paste: {section}.{missing[0]} ({would_give(section, self.capture.get('kinds', []))})"
+        said = would_give or paste_would_give(section, self.capture.get("kinds", []))
+        return f"not in this paste: {section}.{missing[0]} ({said})"
 
     @property
     def nvml(self) -> NvmlFacts:

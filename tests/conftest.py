@@ -141,3 +141,15 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def read_amid(text: str, line: str, read: Any) -> Any:
+    """A paste reader's `read` over `text` with one real `line` of its kind put in the middle: where the text is
+    another kind's, the reader must read that line and nothing else."""
+    from gpudoctor.paste.found import Found
+
+    lines = text.replace("\r\n", "\n").split("\n")
+    middle = len(lines) // 2
+    found = Found([*lines[:middle], line, *lines[middle:]])
+    read(found)
+    return found

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import read_amid
 from gpudoctor.checks.driver import judge_kernel_module
 from gpudoctor.checks.health import judge_xid
 
@@ -315,12 +316,7 @@ ONLY_ROW_REMAP = {
 
 
 def with_row_remap(text: str) -> Found:
-    """`text` with one real Xid line in the middle: the reader must read that line and nothing else."""
-    lines = text.split("\n")
-    middle = len(lines) // 2
-    found = Found([*lines[:middle], ROW_REMAP, *lines[middle:]])
-    kernel.read(found)
-    return found
+    return read_amid(text, ROW_REMAP, kernel.read)
 
 
 @pytest.mark.parametrize("kind", OTHER_KINDS)

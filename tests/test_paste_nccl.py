@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import read_amid
 from gpudoctor.checks.system import judge_nccl_env
 
 from gpudoctor.api import Status
@@ -374,12 +375,7 @@ ONLY_NVLS = {"nvml": {}, "torch": {}, "system": {}, "nccl": {"nvls": False}}
 
 
 def with_nvls_line(text: str) -> Found:
-    """`text` with one real NCCL line in the middle: the reader must read that line and nothing else."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    middle = len(lines) // 2
-    found = Found([*lines[:middle], NVLS_LINE, *lines[middle:]])
-    nccl.read(found)
-    return found
+    return read_amid(text, NVLS_LINE, nccl.read)
 
 
 @pytest.mark.parametrize("kind", OTHER_KINDS)

@@ -114,7 +114,7 @@ def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) ->
     if text is None or "\x00" in text[:4096]:
         raise first or SnapshotError(f"{path} is not text: neither a snapshot, a capture nor anything gpudoctor reads")
     found = paste.read(text)
-    if not paste.recognised(found):
+    if not found.kinds:
         if first:
             raise first
         raise SnapshotError(

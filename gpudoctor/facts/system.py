@@ -246,21 +246,38 @@ def _read_with(name: str, argv: list[str]) -> tuple[str, str | None]:
 def parse_events(text: str) -> dict[str, list[dict[str, Any]]]:
     """Xid and SXid lines, one entry per device and code however often it repeats (a flood of thousands
     of the same Xid is one entry with its count, first and last time and line)."""
-    xids: dict[tuple[str, int], dict[str, Any]] = {}
-    sxids: dict[tuple[str, int], dict[str, Any]] = {}
+    seen: dict[str, dict[tuple[str, int], dict[str, Any]]] = {"xids": {}, "sxids": {}}
     for line in text.splitlines():
-        if match := XID_PATTERN.search(line):
-            _count(xids, line, match.group(1), int(match.group(2)), {"xid": int(match.group(2))})
-        elif match := SXID_PATTERN.search(line):
-            fatal = match.group(3).lower() == "fatal"
-            _count(sxids, line, match.group(1), int(match.group(2)), {"sxid": int(match.group(2)), "fatal": fatal})
-    return {"xids": list(xids.values()), "sxids": list(sxids.values())}
+        if hit := match_event(line):
+            kind, pci, code, fields = hit
+            time_match = TIME_PATTERN.match(line.strip())
+            count_event(seen[kind], line, pci, code, fields, time_match.group(1) if time_match else None)
+    return {kind: list(entries.values()) for kind, entries in seen.items()}
 
 
-def _count(seen: dict[tuple[str, int], dict[str, Any]], line: str, pci: str, code: int, fields: dict[str, Any]) -> None:
-    time_match = TIME_PATTERN.match(line.strip())
-    time = time_match.group(1) if time_match else None
-    text = line.strip()[:300]
+def match_event(line: str) -> tuple[str, str, int, dict[str, Any]] | None:
+    """An Xid or SXid line as ("xids" or "sxids", PCI address, code, the entry's own fields); None otherwise."""
+    if match := XID_PATTERN.search(line):
+        return "xids", match.group(1), int(match.group(2)), {"xid": int(match.group(2))}
+    if match := SXID_PATTERN.search(line):
+        code = int(match.group(2))
+        return "sxids", match.group(1), code, {"sxid": code, "fatal": match.group(3).lower() == "fatal"}
+    return None
+
+
+EVENT_LINE_CHARS = 300  # of an event's first and last line, kept in its entry
+
+
+def count_event(
+    seen: dict[tuple[str, int], dict[str, Any]],
+    line: str,
+    pci: str,
+    code: int,
+    fields: dict[str, Any],
+    time: str | None,
+) -> None:
+    """One more of a device's code: a flood is one entry with its count, first and last time and line."""
+    text = line.strip()[:EVENT_LINE_CHARS]
     entry = seen.setdefault(
         (pci.lower(), code), {"pci": pci, **fields, "count": 0, "first_time": time, "first_line": text}
     )

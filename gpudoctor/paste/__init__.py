@@ -17,7 +17,7 @@ READERS = {
     "kernel log": "kernel",
     "collect_env": "collect_env",
     "NCCL log": "nccl",
-    "error": "errors",
+    "error": "signatures",
 }
 
 
@@ -27,10 +27,6 @@ def read(text: str) -> Found:
     for module in READERS.values():
         importlib.import_module(f"gpudoctor.paste.{module}").read(found)
     return found
-
-
-def recognised(found: Found) -> bool:
-    return bool(found.kinds)
 
 
 def summary(found: Found) -> dict[str, Any]:

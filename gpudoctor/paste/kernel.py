@@ -21,16 +21,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.facts.system import SXID_PATTERN, XID_PATTERN
+from gpudoctor.facts.system import count_event, match_event
 from gpudoctor.paste.found import Found
 
 READER = "kernel log"
 SOURCE = "pasted kernel log"  # system.kernel_log.source: what health.xid says it read
-QUOTED = 300  # characters of an event's line kept, as the live reader keeps them
 
-# The live parser's Xid pattern does not allow a MIG attribute: "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ..."
-# (kernel_rc.c prints "PCI:%04x:%02x:%02x GPU-I:%02u" and "... GPU-CI:%02u" for errors inside a MIG instance).
-MIG_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+) GPU-I:\d+(?: GPU-CI:\d+)?\): (\d+)")
 # "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.54.03 ..." (nv.c) and "NVRM version: NVIDIA UNIX Open
 # Kernel Module for x86_64  565.57.01 ..." (/proc/driver/nvidia/version); the version as system.py reads it.
 BANNER = re.compile(
@@ -127,26 +123,14 @@ def message(line: str) -> str:
 
 
 def event(log: KernelLog, line: str) -> bool:
-    """An Xid or SXid line counted into its device and code's entry; False where the line is neither."""
-    if match := XID_PATTERN.search(line) or MIG_XID.search(line):
-        code = int(match.group(2))
-        count(log.xids, line, match.group(1), code, {"xid": code})
-        return True
-    if match := SXID_PATTERN.search(line):
-        code = int(match.group(2))
-        count(log.sxids, line, match.group(1), code, {"sxid": code, "fatal": match.group(3).lower() == "fatal"})
-        return True
-    return False
-
-
-def count(seen: dict[tuple[str, int], dict[str, Any]], line: str, pci: str, code: int, fields: dict[str, Any]) -> None:
-    """One more of a device's code, as system.parse_events counts them: floods are one entry."""
-    time = when(line)
-    text = line.strip()[:QUOTED]
-    entry = seen.setdefault(
-        (pci.lower(), code), {"pci": pci, **fields, "count": 0, "first_time": time, "first_line": text}
-    )
-    entry.update(count=entry["count"] + 1, last_time=time, last_line=text)
+    """An Xid or SXid line counted into its device and code's entry, as the live reader counts them; False
+    where the line is neither."""
+    hit = match_event(line)
+    if hit is None:
+        return False
+    kind, pci, code, fields = hit
+    count_event(getattr(log, kind), line, pci, code, fields, when(line))
+    return True
 
 
 def when(line: str) -> str | None:

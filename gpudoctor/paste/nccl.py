@@ -24,11 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpudoctor.paste.found import Found
+from gpudoctor.paste.found import QUOTED, Found
 
 READER = "NCCL log"
 MAX_WARNINGS = 100  # distinct WARN texts kept; a flood repeats a few
-QUOTED = 300
 
 VERSION = re.compile(r"(?:^|[\s:\]>])NCCL version (\d+\.\d+\.\d+)[^+\s]*\+cuda(\S+)")
 CUDA = re.compile(r"\d+\.\d+")

@@ -1,3 +1,0 @@
-from gpudoctor.paste.signatures import read
-
-__all__ = ["read"]
