@@ -188,10 +188,10 @@ def judge(
             f"{text}; no expectation for this topology (unknown link): measured and verified only",
             metrics=metrics,
         )
-    if status == Status.FAIL:
+    if status != Status.PASS:
         return Result(
             status,
-            f"{text}, below {metric.expected} GB/s ({expected.source})",
+            f"{text}, {expect.shortfall(metric)}",
             metrics=metrics,
             remediation=Remediation(
                 "Low bus bandwidth means a degraded link, disabled P2P or NVLink, or a wrong NCCL transport.",
@@ -202,7 +202,9 @@ def judge(
                 ],
             ),
         )
-    return Result(status, f"{text} (expected {metric.expected})", metrics=metrics)
+    return Result(
+        status, f"{text} (pass >= {metric.expected:.4g}, healthy {metric.reference:.4g} GB/s)", metrics=metrics
+    )
 
 
 @check(

@@ -6,7 +6,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row, pci_address
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Row,
+    Status,
+    check,
+    expect,
+    gpu_row,
+    pci_address,
+    worst,
+)
 
 
 def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
@@ -111,36 +123,44 @@ def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
 def host_device_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Row:
-    """One GPU's pinned copies both ways against its PCIe link."""
-    expected = expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu))
+    """One GPU's pinned copies both ways against its host link (PCIe, or NVLink-C2C on a Grace part)."""
     peak = expect.pcie_peak(gpu)
-    (h2d, h2d_metric), (d2h, d2h_metric) = (
-        expect.gpu_verdict(way, m[f"{way}_gbps"], "GB/s", expected, floor, peak) for way in ("h2d", "d2h")
-    )
-    metrics = [h2d_metric, d2h_metric]
+    judged = [
+        expect.gpu_verdict(
+            way,
+            m[f"{way}_gbps"],
+            "GB/s",
+            expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu, way)),
+            floor,
+            peak,
+        )
+        for way in ("h2d", "d2h")
+    ]
+    metrics = [metric for _, metric in judged]
     where = f" (host memory on NUMA node {m['numa_node']})" if m.get("numa_node") is not None else ""
     text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s{where}"
     if not m["verified"]:
         wrong = f" in {m['copies_wrong']} of {m['copies_checked']} copies" if "copies_wrong" in m else ""
         return gpu_row(gpu, Status.FAIL, f"data copied to the GPU and back differs{wrong}", metrics)
     if any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
-        return gpu_row(gpu, Status.FAIL, f"{text}: above the {h2d_metric.expected_source}", metrics)
-    if Status.FAIL in (h2d, d2h):
-        expected_text = f"{text}, expected {h2d_metric.expected} ({h2d_metric.expected_source})"
-        return gpu_row(gpu, Status.FAIL, expected_text, metrics)
-    if expected is None:
+        return gpu_row(gpu, Status.FAIL, f"{text}: above the {metrics[0].expected_source}", metrics)
+    if metrics[0].expected is None:
         why = (
             "a MIG slice's share of the copy engines is not published" if gpu.get("mig_slice") else "PCIe link unknown"
         )
         return gpu_row(gpu, Status.WARN, f"{text}; {why}, not judged", metrics)
-    return gpu_row(gpu, Status.PASS, text, metrics)
+    status = worst([s for s, _ in judged])
+    if status != Status.PASS:
+        low = next(metric for s, metric in judged if s == status)
+        text += f", {low.name.upper()} {expect.shortfall(low)}"
+    return gpu_row(gpu, status, text, metrics)
 
 
 def device_memory_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Row:
     """One GPU's device-to-device copy against its datasheet memory bandwidth."""
-    expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps", "hbm_copy"))
+    expected = expect.pick(baseline.get("copy"), expect.model_expectation(gpu, "hbm_gbps"))
     peak = expect.model_peak(gpu, "hbm_gbps")
     status, metric = expect.gpu_verdict("copy", m["gbps"], "GB/s", expected, floor, peak)
     if not m["verified"]:
@@ -150,7 +170,7 @@ def device_memory_row(
     if expected is None:
         note = expect.unknown_model_note(gpu) or "; no figure"
         return gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{note}", [metric])
-    note = "" if status == Status.PASS else f", expected {metric.expected} ({metric.expected_source})"
+    note = "" if status == Status.PASS else f", {expect.shortfall(metric)}"
     return gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}", [metric])
 
 

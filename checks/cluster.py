@@ -21,6 +21,7 @@ from gpudoctor.api import (
     compare,
     expect,
     from_rows,
+    references,
 )
 
 from . import allreduce, ddp, links
@@ -184,19 +185,38 @@ def skew(ctx: CheckContext) -> Result:
 
 
 def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation | None:
-    """The slowest node's active InfiniBand ports, summed: what an all-reduce across nodes can reach per node
-    (nccl-tests: multi-node busbw approaches the network's bandwidth), at 0.8 of the line rate."""
-    per_node = []
-    for node in summaries:
-        ports = [p for p in node.get("infiniband") or [] if "ACTIVE" in str(p.get("state", ""))]
-        gbits = sum(float(str(p.get("rate", "0")).split()[0]) for p in ports)
-        if not gbits:
-            return None
-        per_node.append((gbits, node["name"], len(ports)))
-    if not per_node:
+    """What an all-reduce across these nodes reaches when healthy: over the NVLink of one multi-node domain
+    (an NVL72 rack) the published figure for the model; else the slowest node's NICs that NCCL uses (GPU-near,
+    one fabric, not storage or front-end: expect.nccl_nics), at the published figure per 400 Gb/s NIC."""
+    nets = [node.get("network") or {} for node in summaries]
+    if not nets:
         return None
-    gbits, name, count = min(per_node)
-    return expect.Expectation(gbits / 8 * 0.8, f"{name}: {count} active InfiniBand ports, {gbits:g} Gb/s x 0.8")
+    domains = {net.get("nvlink_domain") for net in nets}
+    if len(domains) == 1 and None not in domains:
+        return nvlink_domain_expectation(nets)
+    per_node = [
+        (sum(n["gbits"] for n in net.get("nics", [])), node["name"], net)
+        for node, net in zip(summaries, nets, strict=True)
+    ]
+    gbits, name, net = min(per_node, key=lambda item: item[0])
+    nic = references.per_nic()
+    if not gbits or nic is None:
+        return None
+    left = f"; left out: {', '.join(net['left_out'])}" if net.get("left_out") else ""
+    return expect.Expectation(
+        gbits / 400 * nic.value,
+        f"{name}: {len(net['nics'])} NICs NCCL uses, {gbits:g} Gb/s{left}; x {nic.value:g} GB/s per 400 Gb/s "
+        f"({nic.cite()})",
+    )
+
+
+def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation | None:
+    """Nodes whose GPUs share one NVLink domain all-reduce over NVLink, not the network."""
+    found = references.healthy("allreduce_busbw", nets[0].get("model"), link="mnnvl")
+    if found is None or not references.states(found, "link"):
+        return None
+    gpus = sum(int(net.get("gpus") or 0) for net in nets)
+    return expect.Expectation(found.value, f"{gpus} GPUs in one multi-node NVLink domain; {found.cite()}")
 
 
 def across_worker(ctx: RankContext) -> dict[str, Any]:
@@ -367,11 +387,7 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     if isinstance(outcome, Result):
         return outcome
     ranks = [r.data for r in outcome.ranks]
-    expected = expect.pick(
-        ctx.baseline("images_per_s_per_gpu"),
-        ddp.reference_figure(ctx.used_gpus, p, len(ranks)) if ctx.device == "cuda" else None,
-    )
-    results = ddp.judge(ranks, p, ctx.device, expected, ctx.settings)
+    results = ddp.judge(ranks, p, ctx.device, ctx.baseline("images_per_s_per_gpu"), ctx.settings)
     if any(r.get("oom") for r in ranks):
         return results
     return [*results, judge_compute(outcome, p["batch_size"], fractions_of(ctx.settings))]

@@ -61,7 +61,7 @@ def gemm_row(
     parts, statuses, metrics = [], [], []
     for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
         figure = m[precision]
-        expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key, "gemm"))
+        expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key))
         peak = expect.model_peak(gpu, key)
         status, metric = expect.gpu_verdict(precision, figure["tflops"], "TFLOP/s", expected, floor, peak)
         metrics.append(metric)
@@ -71,7 +71,7 @@ def gemm_row(
         elif expect.measurement_error(figure["tflops"], peak):
             parts.append(f"{precision} {figure['tflops']:.0f} is above the {peak.value:g} peak: measurement error")
         else:
-            note = "" if status == Status.PASS else f" (expected {metric.expected})"
+            note = "" if status == Status.PASS else f" ({expect.shortfall(metric)})"
             parts.append(f"{precision} {figure['tflops']:.0f}{note}")
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
     text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu, "bf16_tflops")

@@ -30,7 +30,6 @@ from gpudoctor.api import (
     compare,
     expect,
     from_rows,
-    gpu_model,
     gpu_row,
 )
 
@@ -508,7 +507,7 @@ def _throughput(
         note = "" if device == "cuda" else "; CPU figures are not judged"
         return Result(
             Status.PASS,
-            f"{text} ({run}){note or '; no reference figure: save a baseline'}",
+            f"{text} ({run}){note or NO_REFERENCE}",
             aspect="throughput",
             metrics=metrics,
         )
@@ -598,22 +597,6 @@ def _scaling(ranks: list[dict[str, Any]], own: dict[int, list[float]], device: s
     return Result(Status.PASS, text, aspect="scaling", metrics=[metric])
 
 
-def reference_figure(gpus: list[dict[str, Any]], p: dict[str, Any], world: int) -> expect.Expectation | None:
-    """NVIDIA DeepLearningExamples ResNet-50 v1.5 AMP figures for the model, per GPU (see hardware.toml)."""
-    if p["model"] != "resnet50" or p["precision"] == "fp32" or not gpus or gpus[0].get("mig_slice"):
-        return None  # a MIG slice has no published figure: judged against a saved baseline only
-    model = gpu_model(gpus[0]) or {}
-    key = "resnet50_amp_8gpu" if world >= 8 else "resnet50_amp_1gpu"
-    if key not in model:
-        return None
-    scale = 8 if key.endswith("8gpu") else 1
-    return expect.Expectation(
-        model[key] / scale,
-        f"DeepLearningExamples ResNet-50 v1.5 AMP on {model['model']}, "
-        f"{model[key]} img/s on {scale} GPU{'s' if scale > 1 else ''} (batch 256)",
-    )
-
-
 @check(
     "ddp.train",
     "Reference DDP training run",
@@ -634,16 +617,17 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
     ranks = ctx.launch("gpudoctor.checks.ddp:worker", p)
     if isinstance(ranks, Result):
         return [ranks]
-    expected = expect.pick(
-        ctx.baseline("images_per_s_per_gpu"),
-        reference_figure(ctx.used_gpus, p, ctx.world_size) if ctx.device == "cuda" else None,
-    )
-    results = judge(ranks, p, ctx.device, expected, ctx.settings)
+    results = judge(ranks, p, ctx.device, ctx.baseline("images_per_s_per_gpu"), ctx.settings)
     if ranks[0].get("local_step_s"):
         results += alone(ctx.with_gpus([{**r, "cuda_index": r["rank"]} for r in ranks]), p, ctx.device, ctx.settings)
     return results
 
 
+# No published ResNet training figure was measured as gpudoctor trains: NVIDIA's DeepLearningExamples figures
+# feed the GPUs with DALI at batch 256 in fp16 (PyTorch/Classification/ConvNets/resnet50v1.5 README), gpudoctor
+# trains synthetic batches at its own size and precision. Its throughput is judged against a saved baseline and
+# each GPU's own speed alone (scaling), never against a table.
+NO_REFERENCE = "; no published figure matches this run: judged against a saved baseline (gpudoctor baseline save)"
 UNSTABLE_SPREAD = 0.25  # a step-time interquartile range above this fraction of the median is not judged
 LOCAL_STEPS = 4  # steps a rank runs alone (no synchronisation), after the warm-up and again at the end
 

@@ -104,8 +104,8 @@ def judge(
             status, text = Status.FAIL, f"-> {target}: {wrong_copies(pair)} differs from the source"
         elif nvml_ok and not pair["access"]:
             status, text = Status.FAIL, f"-> {target}: NVML reports P2P but CUDA cannot enable it"
-        elif status == Status.FAIL:
-            text += f" (expected {metric.expected}, {metric.expected_source})"
+        elif status != Status.PASS:
+            text += f" ({expect.shortfall(metric)})"
         rows.append(gpu_row(a, status, text, [metric, latency]))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
@@ -130,9 +130,11 @@ def judge(
                 ],
             ),
         )
+    slow = [r for r in rows if r.status == Status.WARN]
     return Result(
-        Status.PASS,
-        f"{len(pairs)} GPU pairs verified, {access} with peer access; slowest {worst_pair['gbps']:.1f} GB/s",
+        Status.WARN if slow else Status.PASS,
+        f"{len(pairs)} GPU pairs verified, {access} with peer access; slowest {worst_pair['gbps']:.1f} GB/s"
+        + (f"; {len(slow)} slower than healthy: {slow[0].where} {slow[0].summary}" if slow else ""),
         rows=rows,
         metrics=metrics,
     )

@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-from gpudoctor import compare, compat, expect, measure
+from gpudoctor import compare, compat, expect, measure, references
 from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
@@ -61,6 +61,7 @@ __all__ = [
     "not_captured",
     "pci_address",
     "progress",
+    "references",
     "same_pci",
     "usable",
     "worst",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
 
+from gpudoctor import references
 from gpudoctor.facts.identity import same_pci
 from gpudoctor.hardware import efficiency, gpu_model, nvlink_gbps, pcie_gbps
 from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
@@ -19,11 +20,19 @@ from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
 
 @dataclass
 class Expectation:
-    """A figure a healthy system reaches; `floor` (when set) overrides the check's pass fraction."""
+    """A figure a healthy system reaches, and where that was published or measured. A published healthy figure
+    is judged by the rule of gpudoctor.references (pass at 0.85 of it, fail below the check's floor, a warning
+    between); a saved baseline or a configured figure has `floor` set: one line, pass at or above it."""
 
     value: float
     source: str
     floor: float | None = None
+
+    def lines(self, floor: float) -> tuple[float, float]:
+        """(pass line, fail line)."""
+        if self.floor is not None:
+            return self.value * self.floor, self.value * self.floor
+        return references.lines(self.value, floor)
 
 
 @dataclass
@@ -34,40 +43,58 @@ class Peak:
     source: str
 
 
-PEAK_MARGIN = 1.1  # boost clocks and rounding on datasheets stay within this; a figure above it is a timing error
+# A figure this far above the datasheet is a timing error, not a fast GPU. Factory-overclocked boards and boost
+# clocks measure up to 1.08x their datasheet (an RTX 4090 at 178.8 of 165.2 TFLOP/s fp16, references.toml);
+# tests/test_references.py checks that no published healthy figure comes near this margin.
+PEAK_MARGIN = 1.25
 
 
 def measurement_error(value: float, peak: Peak | None) -> bool:
-    """True for a figure more than 10% above the hardware's peak: the timing is wrong, not the GPU fast."""
+    """True for a figure more than PEAK_MARGIN above the hardware's peak: the timing is wrong, not the GPU fast."""
     return peak is not None and value > peak.value * PEAK_MARGIN
 
 
 def verdict(
     name: str, value: float, unit: str, expected: Expectation | None, floor: float, peak: Peak | None = None
 ) -> tuple[Status, Metric]:
-    """Fail above the peak (a measurement error, never a pass); else pass at or above `floor` x expected (DCGM
-    judges at 0.75x of a known-good figure), else fail."""
+    """Fail above the peak (a measurement error, never a pass); else pass at or above the pass line, warn down
+    to the fail line, fail below it (Expectation.lines). The metric carries both lines' reference as numbers."""
     if peak is not None and measurement_error(value, peak):
         return Status.FAIL, Metric(
             name,
             round(value, 3),
             unit,
-            expected=f"<= {peak.value * PEAK_MARGIN:.4g}",
+            expected=round(peak.value * PEAK_MARGIN, 4),
+            comparison="<=",
             expected_source=f"measurement error: above {PEAK_MARGIN:g} x the {peak.value:.4g} {unit} peak "
             f"({peak.source})",
+            reference=round(peak.value, 4),
+            reference_source=peak.source,
         )
     if expected is None:
         return Status.PASS, Metric(name, round(value, 3), unit)
-    floor = expected.floor or floor
-    minimum = expected.value * floor
+    passing, failing = expected.lines(floor)
     metric = Metric(
         name,
         round(value, 3),
         unit,
-        expected=f">= {minimum:.4g}",
-        expected_source=f"{floor:g} x {expected.value:.4g} {unit}, {expected.source}",
+        expected=round(passing, 4),
+        comparison=">=",
+        expected_source=_lines_said(expected, passing, failing, unit),
+        reference=round(expected.value, 4),
+        reference_source=expected.source,
     )
-    return (Status.PASS if value >= minimum else Status.FAIL), metric
+    status = Status.PASS if value >= passing else Status.WARN if value >= failing else Status.FAIL
+    return status, metric
+
+
+def _lines_said(expected: Expectation, passing: float, failing: float, unit: str) -> str:
+    if passing == failing:
+        return f"{passing / expected.value:.2g} x {expected.value:.4g} {unit}, {expected.source}"
+    return (
+        f"pass >= {passing / expected.value:.2g} x healthy {expected.value:.4g} {unit}, "
+        f"fail < {failing:.4g} ({failing / expected.value:.2g} x)"
+    )
 
 
 def gpu_verdict(
@@ -133,24 +160,30 @@ def nvlinks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, str]:
     return (min(switched), "per GPU via NVSwitch") if min(switched) else (0, "")
 
 
-def hop_expectation(a: dict[str, Any], b: dict[str, Any], route: Route) -> Expectation | None:
-    """What one hop of an all-reduce ring carries between two GPUs over the transport NCCL will use: NVLink
-    where they share links and P2P is allowed, else PCIe (peer to peer, or staged through host memory); none
-    where NCCL must fall back to its network transport."""
+def hop(a: dict[str, Any], b: dict[str, Any], route: Route) -> Hop | None:
+    """One hop of an all-reduce ring between two GPUs over the transport NCCL will use, at its line rate:
+    NVLink where they share links and P2P is allowed, else PCIe (peer to peer, or staged through host memory);
+    none where NCCL must fall back to its network transport."""
     links, how = nvlinks_between(a, b)
     theory = link_rate(a, links) if links and route.p2p else None
     if theory:
-        eff = efficiency("nvlink_allreduce")
-        return Expectation(theory * eff, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s) x {eff}")
+        return Hop(theory, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s)", nvlink=True)
     slowest = min((pcie_gbps(*pcie_link(g)) or 0, pcie_link(g)) for g in (a, b))
     if not slowest[0] or route.kind == "NET":
         return None
-    kind = "pcie_allreduce_p2p" if route.p2p else "pcie_allreduce_no_p2p"
     gen, width = slowest[1]
-    return Expectation(
-        slowest[0] * efficiency(kind),
-        f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), {route.said} x {efficiency(kind)}",
-    )
+    kind = "pcie_allreduce_p2p" if route.p2p else "pcie_allreduce_no_p2p"
+    return Hop(slowest[0], f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), {route.said}", nvlink=False, kind=kind)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A ring hop's line rate per direction, how it is made, and (for PCIe) which estimate applies."""
+
+    rate: float
+    said: str
+    nvlink: bool
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -269,32 +302,73 @@ MAX_RING_SEARCH = 10  # GPUs; beyond, the ring is taken in index order (an exact
 def allreduce_expectation(
     gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str] | None = None
 ) -> Expectation | None:
-    """Large-message bus bandwidth a healthy node of this topology reaches with NCCL: the slowest hop of the
-    best ring through every GPU. On an NVSwitch node every hop is NVLink; with NVLink-bridged pairs, a ring
-    over more than two GPUs must cross PCIe between pairs, and that hop sets the figure."""
+    """Large-message bus bandwidth a healthy node of this topology reaches with NCCL. Where the best ring
+    through every GPU is NVLink all the way (NVSwitch, a fully connected mesh, a cube mesh, a bridged pair), NCCL
+    runs rings over every link at once, so the figure is the GPU's whole NVLink: the published figure for the
+    model, GPU count and algorithm (references.toml), else the NVLink line rate x what published ring runs reach
+    of it. Where a hop is PCIe, that hop sets the figure (PCIe estimates, hardware.toml [efficiency])."""
     if len(gpus) < 2:
         return None
     hops = ring_hops(gpus, topology, env or {})
     if hops is None:
         return None
-    ring = best_ring(len(gpus), lambda i, j: hops[(i, j)].value)
-    i, j = min(zip(ring, [*ring[1:], ring[0]], strict=True), key=lambda pair: hops[pair].value)
+    ring = best_ring(len(gpus), lambda i, j: hops[(i, j)].rate)
+    i, j = min(zip(ring, [*ring[1:], ring[0]], strict=True), key=lambda pair: hops[pair].rate)
+    if hops[(i, j)].nvlink:
+        return nvlink_allreduce(gpus, algorithm(env or {}))
     slowest = hops[(i, j)]
-    uneven = len({h.value for h in hops.values()}) > 1
+    uneven = len({h.rate for h in hops.values()}) > 1
     note = f" (slowest ring hop: GPU {gpus[i].get('index')} - GPU {gpus[j].get('index')})" if uneven else ""
-    return Expectation(slowest.value, slowest.source + note)
+    eff = efficiency(slowest.kind)
+    return Expectation(slowest.rate * eff, f"{slowest.said} x {eff} (an estimate: no published PCIe figure){note}")
+
+
+def algorithm(env: dict[str, str]) -> str | None:
+    """The all-reduce algorithm NCCL_ALGO forces, in references.toml's words; None where NCCL chooses."""
+    forced = (env.get("NCCL_ALGO") or "").strip().lower()
+    names = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "collnetdirect": "collnet"}
+    return names.get(forced) if forced and "," not in forced and not forced.startswith("^") else None
+
+
+def nvlink_allreduce(gpus: list[dict[str, Any]], algo: str | None) -> Expectation | None:
+    """An all-NVLink ring's figure: published for the model (Ring unless NCCL_ALGO names another: every
+    algorithm reaches Ring's figure, NVLS more), else derived from the slowest GPU's NVLink line rate."""
+    model = gpu_model(gpus[0]) or {}
+    wanted = algo or "ring"
+    found = references.healthy("allreduce_busbw", model.get("model"), gpus=len(gpus), nodes=1, algo=wanted)
+    found = found if found and references.states(found, "gpus", "algo") else None
+    if found is not None:
+        faster = references.healthy("allreduce_busbw", model.get("model"), gpus=len(gpus), nodes=1, algo="nvls")
+        note = ""
+        if algo is None and faster and references.states(faster, "algo") and faster.value > found.value:
+            note = f"; NVLS, where NCCL uses it, gives ~{faster.value:.4g} GB/s"
+        return Expectation(found.value, found.cite() + note)
+    rate = min((link_rate(g, active_links(g)) or 0.0) for g in gpus)
+    ratio = references.theory_ratio("allreduce_busbw", _nvlink_theory, algo="ring", nodes=1)
+    if not rate or ratio is None:
+        return None
+    return Expectation(rate * ratio[0], f"NVLink {rate:g} GB/s per GPU x {ratio[1]}")
+
+
+def active_links(gpu: dict[str, Any]) -> int:
+    return sum(1 for link in gpu.get("nvlinks") or [] if link["active"])
+
+
+def _nvlink_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:
+    """A model's whole NVLink line rate per direction (a row of a fully connected node of it)."""
+    return nvlink_gbps(model.get("nvlink_gen"), model.get("nvlink_links") or 0, model.get("nvlink_link_gbps"))
 
 
 def ring_hops(
     gpus: list[dict[str, Any]], topology: dict[str, Any], env: dict[str, str]
-) -> dict[tuple[int, int], Expectation] | None:
-    """Every ordered pair's hop expectation over NCCL's transport, or None when some hop has none."""
+) -> dict[tuple[int, int], Hop] | None:
+    """Every ordered pair's hop over NCCL's transport, or None when some hop has none."""
     hops = {}
     for i, j in permutations(range(len(gpus)), 2):
-        hop = hop_expectation(gpus[i], gpus[j], nccl_route(gpus[i], gpus[j], topology, env))
-        if hop is None:
+        found = hop(gpus[i], gpus[j], nccl_route(gpus[i], gpus[j], topology, env))
+        if found is None:
             return None
-        hops[(i, j)] = hop
+        hops[(i, j)] = found
     return hops
 
 
@@ -324,32 +398,75 @@ def best_ring(n: int, weight: Callable[[int, int], float]) -> list[int]:
     return ring[::-1]
 
 
-def pcie_copy_expectation(gpu: dict[str, Any]) -> Expectation | None:
-    """Pinned copies over the GPU's PCIe link; none for a MIG slice (its share of the copy engines is not
-    published)."""
+def pcie_copy_expectation(gpu: dict[str, Any], way: str = "h2d") -> Expectation | None:
+    """Pinned copies between host and GPU (`way` h2d or d2h): over NVLink-C2C on a Grace part, else its PCIe
+    link; the model's published figure over that link, else the link's line rate x what published copies reach
+    of theirs. None for a MIG slice (its share of the copy engines is not published)."""
     if gpu.get("mig_slice"):
         return None
+    model = gpu_model(gpu) or {}
+    if model.get("c2c_gbps"):
+        return _host_link(model, way, "c2c", float(model["c2c_gbps"]), "NVLink-C2C")
     gen, width = pcie_link(gpu)
     theory = pcie_gbps(gen, width)
     if not theory:
         return None
-    return Expectation(
-        theory * efficiency("pcie_copy"), f"PCIe Gen{gen} x{width} ({theory:g} GB/s) x {efficiency('pcie_copy')}"
-    )
+    if width == 16 or width is None:
+        found = _host_link(model, way, f"pcie{gen}", theory, f"PCIe Gen{gen} x{width}", published_only=True)
+        if found:
+            return found
+    return _host_link({}, way, f"pcie{gen}", theory, f"PCIe Gen{gen} x{width}")
+
+
+def _host_link(
+    model: dict[str, Any], way: str, link: str, theory: float, said: str, published_only: bool = False
+) -> Expectation | None:
+    found = references.healthy(f"{way}_gbps", model.get("model"), link=link)
+    if found and references.states(found, "link"):
+        return Expectation(found.value, found.cite())
+    if published_only:
+        return None
+    ratio = references.theory_ratio(f"{way}_gbps", _c2c_theory if link == "c2c" else _pcie_theory)
+    if ratio is None:
+        return None
+    return Expectation(theory * ratio[0], f"{said} ({theory:g} GB/s) x {ratio[1]}")
+
+
+def _pcie_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:
+    """The x16 line rate of the PCIe generation a published host copy states."""
+    link = str(row.get("link") or "")
+    return pcie_gbps(int(link[4:]), 16) if link.startswith("pcie") and link[4:].isdigit() else None
+
+
+def _c2c_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:
+    return float(model["c2c_gbps"]) if row.get("link") == "c2c" and model.get("c2c_gbps") else None
 
 
 def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> Expectation | None:
-    """A copy from one GPU to another: over the NVLinks they share, else PCIe (half, staged through the host,
-    without P2P)."""
+    """A copy from one GPU to another: over the NVLinks they share (the model's published figure where every
+    link is used, else the links' line rate x what published NVLink copies reach), else PCIe."""
     links, how = nvlinks_between(a, b)
     theory = link_rate(a, links) if links else None
     if theory:
-        eff = efficiency("pcie_copy")
-        return Expectation(theory * eff, f"NVLink x{links} {how} ({theory:g} GB/s) x {eff}")
+        model = gpu_model(a) or {}
+        found = references.healthy("p2p_gbps", model.get("model"), link="nvlink")
+        if found and references.states(found, "link") and links == model.get("nvlink_links"):
+            return Expectation(found.value, found.cite())
+        ratio = references.theory_ratio("p2p_gbps", _nvlink_theory, link="nvlink")
+        if ratio is None:
+            return None
+        return Expectation(theory * ratio[0], f"NVLink x{links} {how} ({theory:g} GB/s) x {ratio[1]}")
     base = pcie_copy_expectation(a)
     if base and not p2p_ok:
-        return Expectation(base.value * 0.5, base.source + ", staged through host memory (no P2P) x 0.5")
+        return Expectation(
+            base.value * STAGED, f"{base.source}, staged through host memory (no P2P) x {STAGED} (an estimate)"
+        )
     return base
+
+
+# A copy between GPUs without P2P goes down to host memory and back up: two legs of the host link, pipelined
+# by the CUDA driver. No published measurement; half the one-leg figure is an estimate and said so.
+STAGED = 0.5
 
 
 def model_peak(gpu: dict[str, Any], key: str) -> Peak | None:
@@ -378,6 +495,10 @@ def slice_share(gpu: dict[str, Any], key: str) -> tuple[float, str] | None:
 
 
 def pcie_peak(gpu: dict[str, Any]) -> Peak | None:
+    """The host link's line rate: NVLink-C2C on a Grace part, else the PCIe link."""
+    model = gpu_model(gpu) or {}
+    if model.get("c2c_gbps") and not gpu.get("mig_slice"):
+        return Peak(float(model["c2c_gbps"]), f"{model['model']} NVLink-C2C")
     gen, width = pcie_link(gpu)
     theory = pcie_gbps(gen, width)
     return Peak(theory, f"PCIe Gen{gen} x{width}") if theory else None
@@ -406,15 +527,95 @@ def unknown_model_note(gpu: dict[str, Any], key: str = "hbm_gbps") -> str:
     return f"; {gpu.get('name') or 'this GPU'} is not in the hardware table: judged against a saved baseline only"
 
 
-def model_expectation(gpu: dict[str, Any], key: str, kind: str) -> Expectation | None:
-    """The GPU model's datasheet figure `key` (hardware.toml), times what a healthy GPU reaches of it."""
-    model = gpu_model(gpu)
-    if not model or key not in model:
+# gpudoctor's own figures and the published figure each is judged against (references.toml)
+FIGURE_OF = {
+    "bf16_tflops": "matmul_bf16_tflops",
+    "tf32_tflops": "matmul_tf32_tflops",
+    "fp16_tflops": "matmul_fp16_tflops",
+    "hbm_gbps": "hbm_gbps",
+}
+
+
+def model_expectation(gpu: dict[str, Any], key: str) -> Expectation | None:
+    """What a healthy GPU of this model measures for the datasheet figure `key`: the published measurement
+    (references.toml), else the datasheet x the measured ratio of the models that have both; a MIG slice's
+    share of it."""
+    found = references.model_figure(FIGURE_OF[key], gpu_model(gpu))
+    if found is None:
         return None
-    source = f"{model['model']} datasheet {model[key]:g} x {efficiency(kind)}"
     if gpu.get("mig_slice"):
         share = slice_share(gpu, key)
         if share is None:
             return None
-        return Expectation(model[key] * efficiency(kind) * share[0], f"{source} x {share[0]:.3g} ({share[1]})")
-    return Expectation(model[key] * efficiency(kind), source)
+        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})")
+    return Expectation(found.value, found.cite())
+
+
+def shortfall(metric: Metric) -> str:
+    """What a figure below its pass line should have been, and from where: said beside a warning or failure."""
+    if not isinstance(metric.expected, int | float):
+        return f"expected {metric.expected}"
+    said = f"expected {metric.comparison or '>='} {metric.expected:.4g} {metric.unit}".rstrip()
+    if metric.reference_source and metric.reference_source not in (metric.expected_source or ""):
+        return f"{said} ({metric.expected_source}; healthy figure: {metric.reference_source})"
+    return f"{said} ({metric.expected_source})" if metric.expected_source else said
+
+
+def nccl_nics(
+    ports: list[dict[str, Any]], gpu_numa: set[int], env: dict[str, str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The RDMA ports NCCL would carry traffic between nodes over, and why each other one is left out: active
+    ports named by NCCL_IB_HCA (NCCL's syntax: prefixes, `=` exact, `^` to exclude, `:port`), near a GPU (on
+    a NUMA node that holds GPUs: NCCL pairs each GPU with its nearest NIC), on the fastest fabric and speed
+    (storage and front-end NICs run slower or on another link layer, and NCCL's GPU-near choice leaves them)."""
+    used, left = [], []
+    for port in ports:
+        why = _left_out(port, ports, gpu_numa, env)
+        if why:
+            left.append(f"{port.get('device')}:{port.get('port')} {why}")
+        else:
+            used.append({**port, "gbits": port_gbits(port)})
+    return used, left
+
+
+def port_gbits(port: dict[str, Any]) -> float:
+    """'400 Gb/sec (4X NDR)' -> 400."""
+    found = re.match(r"\s*([\d.]+)", str(port.get("rate") or ""))
+    return float(found.group(1)) if found else 0.0
+
+
+def _left_out(port: dict[str, Any], ports: list[dict[str, Any]], gpu_numa: set[int], env: dict[str, str]) -> str:
+    if "ACTIVE" not in str(port.get("state", "")):
+        return "not active"
+    if not hca_selected(port, env.get("NCCL_IB_HCA")):
+        return f"not in NCCL_IB_HCA={env['NCCL_IB_HCA']}"
+    active = [p for p in ports if "ACTIVE" in str(p.get("state", "")) and hca_selected(p, env.get("NCCL_IB_HCA"))]
+    near = [p for p in active if p.get("numa_node") in gpu_numa]
+    if near and port not in near:
+        return f"on NUMA node {port.get('numa_node')}, which holds no GPU (storage or front-end)"
+    pool = near or active
+    fastest = max(pool, key=port_gbits)
+    if port.get("link_layer") != fastest.get("link_layer"):
+        return f"{port.get('link_layer')} beside {fastest.get('link_layer')} (another fabric)"
+    if port_gbits(port) < port_gbits(fastest):
+        return f"{port_gbits(port):g} Gb/s beside {port_gbits(fastest):g} Gb/s (storage or front-end)"
+    return ""
+
+
+def hca_selected(port: dict[str, Any], spec: str | None) -> bool:
+    """NCCL_IB_HCA as NCCL reads it (src/transport/net_ib.cc, parseStringList/matchIfList): a comma list of
+    device names, each a prefix unless the list starts with `=`, a leading `^` excluding them, `:N` a port."""
+    if not spec:
+        return True
+    text = spec.strip()
+    exclude = text.startswith("^")
+    text = text.lstrip("^")
+    exact = text.startswith("=")
+    text = text.lstrip("=")
+    hit = False
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, number = item.partition(":")
+        device = str(port.get("device") or "")
+        named = device == name if exact else device.startswith(name)
+        hit = hit or (named and (not number or number == str(port.get("port"))))
+    return hit != exclude

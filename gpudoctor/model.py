@@ -48,8 +48,11 @@ class Metric:
     name: str
     value: float | int | str | None
     unit: str = ""
-    expected: float | int | str | None = None
-    expected_source: str | None = None
+    expected: float | int | str | None = None  # the pass line: a number wherever the figure is judged against one
+    expected_source: str | None = None  # how the pass line was set ("0.85 x the healthy figure", "config min_gib")
+    comparison: str | None = None  # ">=" or "<=": how the figure must stand against `expected` to pass
+    reference: float | None = None  # the healthy figure the pass line is a fraction of, where one is known
+    reference_source: str | None = None  # where that figure was published: source, date, conditions
     baseline: bool = False  # a figure `gpudoctor baseline save` keeps for later runs to be judged against
     labels: dict[str, str | int] = field(default_factory=dict)
 

@@ -107,6 +107,8 @@ def _plan(args: Any, cluster_mode: bool, cfg: Any, early_torch: Any) -> Plan:
     for path in (getattr(args, name, None) for name in REPORT_FILES):
         require_writable(path)
     facts, source = gather_facts(None if pasted else args.from_file, sources_for(specs), early_torch)
+    if not facts.get("benchmarks"):  # judges of a user's benchmark output only where a file holds one
+        specs = [s for s in specs if "benchmarks" not in s.needs or any(p in (s.id, s.area) for p in options.only)]
     if pasted:
         facts["paste"], source = pasted["paste"], f"live, with the paste {args.from_file}"
     strict = args.strict if args.strict is not None else bool(top.get("strict", False))

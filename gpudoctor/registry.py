@@ -26,7 +26,7 @@ from gpudoctor.vetting import harmless
 LEVELS = ("quick", "standard", "full")
 TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
 # A check that names no fact source is given all of them (a plugin written before they existed).
-NEEDS = (*SOURCES, "gpu", "live", "cluster")
+NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
 # Built-in modules are found by walking the package; this only orders the report (quick areas first, then
 # the workloads from quick to slow). A new module sorts last until it is named here.
 BUILTIN_ORDER = {
@@ -61,7 +61,8 @@ class CheckSpec:
     needs: fact sources it cannot judge without ("nvml", "torch", "system", "kernel_log", "nvcc": gathered
     for it, and one that did not work is a skip with the reason: NVML failed to load, torch does not
     import), "gpu" (at least `min_gpus` usable GPUs), "live" (runs a workload, so it cannot judge a snapshot
-    offline). uses: fact sources gathered for it and read as they are, working or not (the check that
+    offline), "cluster" (runs across nodes), "benchmarks" (judges a user's benchmark output a file holds: only
+    planned where one does). uses: fact sources gathered for it and read as they are, working or not (the check that
     diagnoses NVML itself uses it). A check may also read a source gathered for another check, where present.
     """
 

@@ -60,6 +60,8 @@ def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
         return "not in cluster mode: run one gpudoctor per node under torchrun or srun"
     if "live" in needs and ctx.options.offline:
         return "judging a snapshot offline: workloads do not run"
+    if "benchmarks" in needs and not ctx.facts.get("benchmarks"):
+        return "no benchmark output to judge: gpudoctor check --from <nccl-tests, nvbandwidth or dcgmi diag output>"
     missing = _not_gathered(spec, ctx)
     if missing:
         return ctx.not_gathered(missing)

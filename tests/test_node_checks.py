@@ -468,7 +468,13 @@ def test_driver_without_the_versioned_fabric_struct_still_reports_registration()
     snap = copy.deepcopy(ROUTE_UNHEALTHY)
     snap["nvml_calls"] = {k: v for k, v in snap["nvml_calls"].items() if "FabricInfoV" not in k}
     fabric = replay_nvml(snap)["gpus"][5]["fabric"]
-    assert fabric == {"state": "completed", "status": 0, "health": dict.fromkeys(FABRIC_HEALTH_FIELDS)}
+    assert fabric == {
+        "state": "completed",
+        "status": 0,
+        "health": dict.fromkeys(FABRIC_HEALTH_FIELDS),
+        "cluster_uuid": None,
+        "clique_id": None,
+    }
 
 
 def test_consumer_card_skips_what_it_lacks_and_judges_idle_pcie_correctly() -> None:
@@ -539,7 +545,13 @@ def test_the_gateway_decodes_recorded_answers_into_facts() -> None:
     assert gpu["pcie"] == {"gen": 5, "max_gen": 5, "gpu_max_gen": 5, "width": 16, "max_width": 16, "replays": 9}
     assert len(gpu["nvlinks"]) == 18 and gpu["nvlinks"][17]["remote_type"] == "switch"
     no_health = dict.fromkeys(FABRIC_HEALTH_FIELDS)  # every health field N/A, as the capture shows
-    assert gpu["fabric"] == {"state": "completed", "status": 0, "health": no_health}
+    assert gpu["fabric"] == {
+        "state": "completed",
+        "status": 0,
+        "health": no_health,
+        "cluster_uuid": None,
+        "clique_id": None,
+    }
     assert h100["topology"]["common_ancestor"][0][7] == 50 and h100["topology"]["p2p_read"][0][1] == 0
     rtx = replay_nvml(load_snapshot("rtx2080s-consumer-1x"))["gpus"][0]
     assert (rtx["ecc_mode"], rtx["remapped_rows"], rtx["temperature_slowdown_c"]) == (None, None, 97)

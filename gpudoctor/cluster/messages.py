@@ -63,11 +63,27 @@ def report_problem(value: Any, rank: int) -> str | None:
         "figures": isinstance(value.get("figures", {}), dict)
         and all(_text(k) and _number(v) for k, v in value.get("figures", {}).items()),
         "infiniband": isinstance(value.get("infiniband", []), list),
+        "network": _network(value.get("network", {})),
         "software": _software(value.get("software", {})),
         "checks": isinstance(value.get("checks"), list) and all(_check(c) for c in value["checks"]),
     }
     wrong = [field for field, good in simple.items() if not good]
     return f"sent a report whose {', '.join(wrong)} is not what a node sends" if wrong else None
+
+
+def _network(value: Any) -> bool:
+    """A node's network summary (node.network): its NICs with numbers, texts, a domain name or none."""
+    if not isinstance(value, dict):
+        return False
+    nics = value.get("nics", [])
+    return (
+        isinstance(nics, list)
+        and all(isinstance(n, dict) and _text(n.get("device")) and _number(n.get("gbits")) for n in nics)
+        and _texts(value.get("left_out", []))
+        and (value.get("nvlink_domain") is None or _text(value.get("nvlink_domain")))
+        and (value.get("model") is None or _text(value.get("model")))
+        and _number(value.get("gpus", 0))
+    )
 
 
 def _software(value: Any) -> bool:

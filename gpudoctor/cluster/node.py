@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor import expect
 from gpudoctor.cluster.env import ClusterEnv
+from gpudoctor.hardware import gpu_model
 from gpudoctor.model import Result, Status
 
 VERDICT_CHECK = "cluster.verdict"
@@ -28,7 +30,26 @@ def node_report(
         "figures": judged_figures(checks),
         "software": software(facts),
         "infiniband": (facts.get("system") or {}).get("infiniband") or [],
+        "network": network(facts),
         "cluster_checks": cluster_checks,
+    }
+
+
+def network(facts: dict[str, Any]) -> dict[str, Any]:
+    """What carries this node's traffic to the others: the RDMA ports NCCL would use (and why the rest are
+    left out), and the multi-node NVLink domain its GPUs share (an NVL72 rack), with its GPUs' count and model."""
+    nvml, system = facts.get("nvml") or {}, facts.get("system") or {}
+    gpus = nvml.get("gpus") or []
+    numa = {n for n in (system.get("gpu_numa_nodes") or {}).values() if isinstance(n, int)}
+    used, left = expect.nccl_nics(system.get("infiniband") or [], numa, system.get("env") or {})
+    fabrics = [g.get("fabric") or {} for g in gpus]
+    domains = {f"{f.get('cluster_uuid')}/{f.get('clique_id')}" if f.get("cluster_uuid") else None for f in fabrics}
+    return {
+        "nics": [{"device": str(p.get("device")), "port": p.get("port"), "gbits": p["gbits"]} for p in used],
+        "left_out": left,
+        "nvlink_domain": domains.pop() if len(domains) == 1 else None,
+        "gpus": len(gpus),
+        "model": (gpu_model(gpus[0]) or {}).get("model") if gpus else None,
     }
 
 

@@ -289,6 +289,8 @@ class Gateway:
             "state": FABRIC_STATES.get(info["state"] & 0xFF),
             "status": info["status"],
             "health": decode_fabric_health(info.get("healthMask"), None if summary is None else summary & 0xFF),
+            "cluster_uuid": fabric_uuid(info.get("clusterUuid")),
+            "clique_id": info.get("cliqueId") if fabric_uuid(info.get("clusterUuid")) else None,
         }
 
     def _inforom_valid(self, d: Dev) -> bool | None:
@@ -486,6 +488,20 @@ def decode_bits(mask: int | None, names: dict[int, str]) -> list[str] | None:
     known = [name for bit, name in names.items() if mask & bit]
     unknown = [f"bit_{bit}" for bit in range(64) if mask & (1 << bit) and (1 << bit) not in names]
     return known + unknown
+
+
+def fabric_uuid(raw: Any) -> str | None:
+    """The NVLink domain's cluster UUID (nvmlGpuFabricInfo_t.clusterUuid, 16 bytes) as text; None where the
+    driver gives none or zeros (a GPU in no multi-node NVLink domain)."""
+    if isinstance(raw, str):
+        raw = raw.encode("latin-1")
+    if isinstance(raw, list):
+        raw = bytes(int(b) & 0xFF for b in raw)
+    if not isinstance(raw, bytes | bytearray) or len(raw) != 16 or not any(raw):
+        return None
+    import uuid
+
+    return str(uuid.UUID(bytes=bytes(raw)))
 
 
 def decode_fabric_health(mask: int | None, summary: int | None) -> dict[str, bool | str | None]:

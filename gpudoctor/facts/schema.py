@@ -53,6 +53,8 @@ class Fabric(TypedDict, total=False):
     state: str | None  # "not_supported", "not_started", "in_progress", "completed"
     status: int | None  # NVML's return code of the registration, once completed
     health: dict[str, bool | str | None]  # decoded health mask and summary, see nvml.decode_fabric_health
+    cluster_uuid: str | None  # the multi-node NVLink domain (an NVL72 rack) the GPU belongs to
+    clique_id: int | None  # its partition within that domain
 
 
 class GpuFacts(TypedDict, total=False):
@@ -173,6 +175,14 @@ class NcclFacts(TypedDict, total=False):
     warnings: list[str]
 
 
+class Benchmarks(TypedDict, total=False):
+    """Benchmark outputs a user's file holds (gpudoctor/paste: nccl_tests, nvbandwidth, dcgm_diag readers)."""
+
+    nccl_tests: list[dict]  # one per run: collective, devices, hosts, rows of sizes and bandwidths
+    nvbandwidth: dict  # devices and test cases with their matrices
+    dcgm_diag: dict  # DCGM's tests with their results, messages and stated figures
+
+
 class Snapshot(TypedDict, total=False):
     schema: str
     schema_version: int
@@ -185,6 +195,7 @@ class Snapshot(TypedDict, total=False):
     torch: TorchFacts
     system: SystemFacts
     nccl: NcclFacts
+    benchmarks: Benchmarks
     paste: dict  # a paste's origins, conflicts and signatures (gpudoctor.paste.summary)
     gather_s: float | None
 

@@ -80,6 +80,10 @@ def load(path: Path | str) -> dict[str, Any]:
         snapshot = parse_json(data, path, "snapshot", SnapshotError)
     except SnapshotError as exc:  # text that starts like XML or JSON ("<details>", "[rank0]:") may be a paste
         return pasted(path, data, exc)
+    if not isinstance(snapshot, dict) or snapshot.get("schema") != SCHEMA:
+        # another tool's JSON (nccl-tests -J, nvbandwidth --json, dcgmi diag -j) is read by the paste readers;
+        # a gpudoctor snapshot never is, however damaged: its own error stands
+        return pasted(path, data, SnapshotError(f'{path} is not a gpudoctor snapshot (no "schema": "{SCHEMA}")'))
     validate(snapshot, str(path))
     snapshot = upgrade(snapshot, str(path))
     wrong = problem(snapshot)

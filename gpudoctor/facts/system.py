@@ -201,9 +201,19 @@ def _infiniband(root: Path) -> list[dict[str, Any]]:
                     "state": (port / "state").read_text().strip(),
                     "rate": (port / "rate").read_text().strip(),
                     "link_layer": (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None,
+                    "numa_node": _numa_of(port.parent.parent / "device"),
                 }
             )
     return ports
+
+
+def _numa_of(device: Path) -> int | None:
+    """The NUMA node a PCI device hangs off (sysfs says -1 where the platform does not tell)."""
+    try:
+        node = int((device / "numa_node").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
 
 
 # This boot's kernel log, first reader that works. Where kernel.dmesg_restrict stops dmesg, members of the

@@ -1,5 +1,5 @@
 """Reading what users have: the text they paste (collect_env, nvidia-smi's table, -q, -L and topo -m, kernel
-and NCCL logs, tracebacks, an nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
+and NCCL logs, nccl-tests, nvbandwidth and dcgmi diag outputs (text and JSON), tracebacks, an nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
 the judges read. One table of readers; every reader reads every line and records only what it recognises, so
 a mix is read as well as one kind alone. Nothing in a paste is executed."""
 
@@ -17,6 +17,9 @@ READERS = {
     "kernel log": "kernel",
     "collect_env": "collect_env",
     "NCCL log": "nccl",
+    "nccl-tests": "nccl_tests",
+    "nvbandwidth": "nvbandwidth",
+    "dcgmi diag": "dcgm_diag",
     "error": "signatures",
 }
 

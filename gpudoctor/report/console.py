@@ -5,8 +5,10 @@ Rich honours NO_COLOR and writes no colour codes when the output is not a termin
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import fields
 from itertools import groupby
 from typing import Any
 
@@ -15,7 +17,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from gpudoctor.model import Metric, Remediation, Result, Status
+from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Status
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -106,7 +108,9 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
     metrics = [m for m in result.metrics if show_all or m.expected is not None]
     for metric in _capped(table, metrics, verbose, "figures"):
-        table.add_row("", "", Text(format_metric(metric), style="dim"))
+        table.add_row("", "", Text(format_metric(metric, whole=verbose), style="dim"))
+    for where, metric in _capped(table, _row_figures(result), verbose, "figures"):
+        table.add_row("", "", Text(f"{where} {format_metric(metric, whole=verbose)}", style="dim"))
     bad = [row for row in result.rows if row.status not in (Status.PASS, Status.SKIP)]
     shown = result.rows if verbose else bad if len(bad) > 3 else []  # the summary already names up to three
     for row in _capped(table, shown, verbose, "rows"):
@@ -116,6 +120,13 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
         _add_fix(table, result.remediation, "  fix")
         if result.remediation.instead:
             _add_fix(table, result.remediation.instead, "  or")
+
+
+def _row_figures(result: Result) -> list[tuple[str, Metric]]:
+    """Each row's judged figures (those with a pass line), shown even for a passing check: they are what it
+    passed on. The rows that are not fine come first, so the cap never hides the figure a GPU failed on."""
+    rows = sorted(result.rows, key=lambda row: -SEVERITY[row.status])
+    return [(row.where, m) for row in rows for m in row.metrics if m.expected is not None]
 
 
 def _add_fix(table: Table, fix: Remediation, label: str) -> None:
@@ -132,15 +143,51 @@ def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[An
     return items[:SHOWN]
 
 
-def format_metric(metric: Metric) -> str:
-    value = f"{metric.value:.4g}" if isinstance(metric.value, float) else str(metric.value)
+def format_metric(metric: Metric, whole: bool = True) -> str:
+    """`busbw{bytes=1073741824}: 452.1 GB/s (pass >= 408, healthy 480: <where 480 was published>)` for a figure
+    judged against a number; a figure whose expectation is text (older checks, plugins) reads
+    `shm: 256 GiB (expected >= 1.0 GiB)`. `whole=False` keeps only the first clause of a long source."""
     labels = ",".join(f"{k}={v}" for k, v in metric.labels.items())
-    text = f"{metric.name}{'{' + labels + '}' if labels else ''}: {value} {metric.unit}".rstrip()
+    text = f"{metric.name}{'{' + labels + '}' if labels else ''}: {_shown(metric.value)} {metric.unit}".rstrip()
+    judged = judgement(metric, whole)
+    if judged:
+        return f"{text} ({judged})"
     if metric.expected is not None:
-        expected = f"{metric.expected:.4g}" if isinstance(metric.expected, float) else str(metric.expected)
-        text += f" (expected {expected} {metric.unit}".rstrip()
+        text += f" (expected {_shown(metric.expected)} {metric.unit}".rstrip()
         text += f", {metric.expected_source})" if metric.expected_source else ")"
     return text
+
+
+def judgement(metric: Metric, whole: bool = True) -> str:
+    """`pass >= 408, healthy 480: <source>` for a figure with a numeric pass line and a comparison ("" for
+    any other): the line it had to meet and, where known, the healthy figure that line is a fraction of."""
+    comparison, expected = metric.comparison, metric.expected
+    if comparison not in (">=", "<=") or not _finite(expected):
+        return ""
+    text = f"pass {comparison} {_shown(expected)}"
+    if _finite(metric.reference):
+        text += f", healthy {_shown(metric.reference)}"
+        source = metric.reference_source
+    else:
+        source = metric.expected_source
+    if isinstance(source, str) and source:
+        text += f": {source if whole else first_clause(source)}"
+    return text
+
+
+def first_clause(source: str) -> str:
+    """A source's first clause (up to its first `;`), `...` where more follows: the console line stays short
+    without -v, which shows the source whole."""
+    clause, _, rest = source.partition(";")
+    return f"{clause.strip()} ..." if rest.strip() else clause.strip()
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class LiveProgress:
@@ -233,16 +280,21 @@ def _findings_table(findings: list[dict[str, Any]], verbose: bool) -> Table:
         where = f"{finding['node']} -> {finding['peer']}" if finding["peer"] else finding["node"]
         text = Text(finding["summary"])
         if finding["figure"] and finding["figure"]["expected"] is not None:
-            text.append("\n" + _figure_against(finding["figure"]), style="dim")
+            text.append("\n" + _figure_against(finding["figure"], whole=verbose), style="dim")
         table.add_row(badge(Status(finding["status"])), where, finding["check_id"], text)
     return table
 
 
-def _figure_against(figure: dict[str, Any]) -> str:
-    return (
-        f"{figure['name']} {figure['value']:.4g} {figure['unit']} against {figure['expected']:.4g} "
-        f"({figure['expected_source']})"
-    )
+def _figure_against(figure: dict[str, Any], whole: bool) -> str:
+    """A finding's figure: `busbw 300 GB/s (pass >= 408, healthy 480: <source>)` where it carries a comparison,
+    else `node_link_bandwidth 0.01 GB/s against 1 (upper quartile; allowance)`."""
+    metric = Metric(**{f.name: figure[f.name] for f in fields(Metric) if f.name in figure})
+    head = f"{metric.name} {_shown(metric.value)} {metric.unit}".rstrip()
+    judged = judgement(metric, whole)
+    if judged:
+        return f"{head} ({judged})"
+    said = f" ({metric.expected_source})" if metric.expected_source else ""
+    return f"{head} against {_shown(metric.expected)}{said}"
 
 
 def _node_table(cluster: dict[str, Any]) -> Table:

@@ -185,9 +185,14 @@ def _judged_figure(row: Row) -> dict[str, Any] | None:
 
 
 def _ratio(figure: dict[str, Any] | None) -> float:
-    if figure and isinstance(figure["value"], int | float) and isinstance(figure["expected"], int | float):
-        return figure["value"] / figure["expected"] if figure["expected"] else 1.0
-    return 1.0
+    """How far a figure stands from its pass line, below 1 the worse side: value over line, or line over value
+    for a figure that must stay at or under its line (a time, an error count)."""
+    if not figure or not _number(figure["value"]) or not _number(figure["expected"]):
+        return 1.0
+    value, expected = figure["value"], figure["expected"]
+    if figure.get("comparison") == "<=":
+        return expected / value if value > 0 else 1.0
+    return value / expected if expected else 1.0
 
 
 class ReportError(ValueError):
@@ -259,21 +264,33 @@ def _cluster_problem(cluster: Any) -> str:
 
 
 def _finding_ok(finding: dict[str, Any]) -> bool:
-    figure = finding["figure"]
-    figure_ok = figure is None or (
-        isinstance(figure, dict)
-        and isinstance(figure.get("name"), str)
-        and isinstance(figure.get("unit", ""), str)
-        and _number(figure.get("value"))
-        and (figure.get("expected") is None or _number(figure["expected"]))
-        and isinstance(figure.setdefault("expected_source", None), str | None)
-    )
     return (
-        figure_ok
+        _figure_ok(finding["figure"])
         and finding.get("status") in STATUS_WORDS
         and isinstance(finding.get("summary"), str)
         and all(isinstance(finding[key], str | None) for key in ("node", "peer"))
         and isinstance(finding["confirmed"], bool | None)
+    )
+
+
+def _figure_ok(figure: Any) -> bool:
+    """A finding's figure as the renderers read it: a number, its pass line (a number, or text as older checks
+    and plugins wrote it), and, from reports that carry them, how it must stand against that line and the
+    healthy figure with its source (filled with None where a report written before them lacks them)."""
+    if figure is None:
+        return True
+    if not isinstance(figure, dict):
+        return False
+    for key in ("expected", "expected_source", "comparison", "reference", "reference_source"):
+        figure.setdefault(key, None)
+    return (
+        isinstance(figure.get("name"), str)
+        and isinstance(figure.get("unit", ""), str)
+        and _number(figure.get("value"))
+        and (figure["expected"] is None or isinstance(figure["expected"], str) or _number(figure["expected"]))
+        and figure["comparison"] in (None, ">=", "<=")
+        and (figure["reference"] is None or _number(figure["reference"]))
+        and all(isinstance(figure[key], str | None) for key in ("expected_source", "reference_source"))
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import math
 from collections import Counter
 from typing import Any
 
@@ -196,7 +197,8 @@ def _gpu_cell(check: dict[str, Any], gpu: int) -> str:
 
 
 def _figures(checks: list[dict[str, Any]]) -> str:
-    """Each figure judged against a number, as a bar of the figure over its expectation."""
+    """Each figure judged against a number: a bar of the figure, a tick for its pass line and one for the healthy
+    figure that line is a fraction of (where known), its sources beside it and on hover."""
     found = []
     for check in checks:
         found += [(check, None, m) for m in check.get("metrics", [])]
@@ -204,31 +206,103 @@ def _figures(checks: list[dict[str, Any]]) -> str:
     judged = [(c, r, m) for c, r, m in found if _number(m.get("value")) and _number(m.get("expected"))]
     if not judged:
         return ""
-    lines = "".join(_figure_line(c, r, m) for c, r, m in judged[:400])
-    return f"<h2>Figures against their expectations</h2><table>{lines}</table>"
+    lines = "".join(_figure_line(c, r, m) for c, r, m in judged[:FIGURES_SHOWN])
+    more = len(judged) - FIGURES_SHOWN
+    said = f"<p class='muted'>and {more} more in the JSON report</p>" if more > 0 else ""
+    return f"<h2>Figures against their expectations</h2><table>{lines}</table>{said}"
+
+
+FIGURES_SHOWN = 400
+BAR_W, BAR_H, PAD = 200, 14, 2  # the bar's scale, its height and the margin either side (ticks at the ends)
+HEALTHY = "#1565c0"
 
 
 def _figure_line(check: dict[str, Any], row: dict[str, Any] | None, metric: dict[str, Any]) -> str:
-    value, expected = float(metric["value"]), float(metric["expected"])
-    ratio = value / expected if expected else 1.0
-    status = row["status"] if row else check["status"]
     where = f"{_where(row)} " if row else ""
     labels = ", ".join(f"{k}={v}" for k, v in metric.get("labels", {}).items())
+    status = _figure_status(metric, row["status"] if row else check["status"])
+    reference = metric.get("reference") if _number(metric.get("reference")) else None
+    source = metric.get("reference_source") if reference is not None else None
+    hover = f' title="{e(source)}"' if source else ""
     return (
         f"<tr><td>{e(_label(check))}</td><td>{e(where)}{e(metric['name'])}"
         f"{f' <span class=muted>({e(labels)})</span>' if labels else ''}</td>"
-        f"<td>{_bar(ratio, status)}</td><td>{e(_fmt(value))} {e(metric.get('unit'))} of {e(_fmt(expected))}"
-        f" <span class='muted'>({e(metric.get('expected_source') or 'expected')})</span></td></tr>"
+        f"<td{hover}>{_bar(metric, status)}</td><td>{_figure_text(metric)}</td></tr>"
     )
 
 
-def _bar(ratio: float, status: str) -> str:
-    """The figure as a share of 200 px, the expectation a tick at 150 px (1.0), capped at 1.33x."""
-    width = max(1, min(200, round(150 * ratio)))
+def _figure_text(metric: dict[str, Any]) -> str:
+    """`452.1 GB/s, pass >= 408 GB/s (how that line was set)` and, where known, `healthy 480 GB/s: <source>`
+    (the source also on hover); a figure with no comparison reads `value of expected (source)` as before."""
+    unit = metric.get("unit") or ""
+    value, expected = e(_fmt(float(metric["value"]))), e(_fmt(float(metric["expected"])))
+    how = f" <span class='muted'>({e(metric.get('expected_source') or 'expected')})</span>"
+    comparison = _comparison(metric)
+    if not comparison:
+        return f"{value} {e(unit)} of {expected}{how}"
+    text = f"{value} {e(unit)}, pass {e(comparison)} {expected} {e(unit)}{how}"
+    if _number(metric.get("reference")):
+        title = f' title="{e(metric["reference_source"])}"' if metric.get("reference_source") else ""
+        text += f'<br><span class="muted"{title}>{e(_healthy(metric))}</span>'
+    return text
+
+
+def _comparison(metric: dict[str, Any]) -> str:
+    """How the figure must stand against its pass line, ">=" or "<="; "" where the report does not say (an older
+    report, a plugin), and the figure is drawn as one where more is better."""
+    comparison = metric.get("comparison")
+    return comparison if comparison in (">=", "<=") else ""
+
+
+def _figure_status(metric: dict[str, Any], holder: str) -> str:
+    """The figure's own colour: pass where it meets its pass line, else its row's (or check's) verdict, and at
+    least warn (a check may pass on a figure that is not its worst)."""
+    comparison = _comparison(metric)
+    if not comparison:
+        return holder
+    value, expected = float(metric["value"]), float(metric["expected"])
+    if value >= expected if comparison == ">=" else value <= expected:
+        return "pass"
+    return holder if holder not in ("pass", "skip") else "warn"
+
+
+def _bar(metric: dict[str, Any], status: str) -> str:
+    """The figure as a bar from 0; the pass line a black tick, the healthy figure a blue dashed one, and the side of
+    the pass line that passes shaded green (right of it where more is better, left of it where less is): all on
+    one scale, the largest of the three at 0.9 of the width."""
+    value, expected = float(metric["value"]), float(metric["expected"])
+    reference = float(metric["reference"]) if _number(metric.get("reference")) else None
+    comparison, unit = _comparison(metric) or ">=", metric.get("unit") or ""
+    top = max(value, expected, reference or 0.0) / 0.9 or 1.0
+
+    def x(figure: float) -> float:
+        return round(PAD + min(BAR_W, max(0.0, BAR_W * figure / top)), 1)
+
+    line = x(expected)
+    zone = (line, PAD + BAR_W) if comparison == ">=" else (PAD, line)
+    said = [f"{_fmt(value)} {unit}".rstrip(), f"pass {comparison} {_fmt(expected)} {unit}".rstrip()]
+    parts = [
+        _rect(*zone, 0, BAR_H, "#e8f5e9"),
+        _rect(PAD, x(value), 3, BAR_H - 6, _fill(status)),
+        _tick(line, "#000", "", f"pass line: {comparison} {_fmt(expected)} {unit}"),
+    ]
+    if reference is not None:
+        said.append(f"healthy {_fmt(reference)} {unit}".rstrip())
+        parts.append(_tick(x(reference), HEALTHY, ' stroke-dasharray="3 2"', f"healthy: {_fmt(reference)} {unit}"))
     return (
-        f'<svg width="204" height="12" role="img" aria-label="{e(f"{ratio:.2f}")} of expected">'
-        f'<rect x="0" y="2" width="{width}" height="8" fill="{_fill(status)}"/>'
-        '<line x1="150" x2="150" y1="0" y2="12" stroke="#000" stroke-width="1.5"/></svg>'
+        f'<svg width="{BAR_W + 2 * PAD}" height="{BAR_H}" role="img" aria-label="{e(", ".join(said))}">'
+        f"{''.join(parts)}</svg>"
+    )
+
+
+def _rect(left: float, right: float, top: int, height: int, fill: str) -> str:
+    return f'<rect x="{left}" y="{top}" width="{max(0.0, right - left):.1f}" height="{height}" fill="{fill}"/>'
+
+
+def _tick(at: float, colour: str, dashes: str, said: str) -> str:
+    return (
+        f'<line x1="{at}" x2="{at}" y1="0" y2="{BAR_H}" stroke="{colour}" stroke-width="2"{dashes}>'
+        f"<title>{e(said.rstrip())}</title></line>"
     )
 
 
@@ -237,7 +311,7 @@ def _fill(status: str) -> str:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _fmt(value: float) -> str:
@@ -331,13 +405,22 @@ def _finding(finding: dict[str, Any]) -> str:
     value = f"{_fmt(figure['value'])} {figure.get('unit', '')}" if _number(figure.get("value")) else ""
     reference = figure.get("expected")
     reference = f"{_fmt(reference)} {figure.get('unit', '')}" if _number(reference) else reference
-    source = figure.get("expected_source") or ""
+    reference = f"pass {_comparison(figure)} {reference}" if _comparison(figure) and reference else reference
+    source = "; ".join(filter(None, (figure.get("expected_source"), _healthy(figure))))
     confirmed = {True: "confirmed", False: "not confirmed (never drained)"}.get(finding.get("confirmed"), "")
     return (
         f"<tr><td>{_badge(finding['status'])}</td><td><b>{e(where)}</b></td><td>{e(finding['check_id'])}</td>"
         f"<td>{e(value)}</td><td>{e(reference)} {e(source)}</td><td>{e(confirmed)}<br>"
         f"<span class='muted'>{e(finding['summary'])}</span></td></tr>"
     )
+
+
+def _healthy(figure: dict[str, Any]) -> str:
+    """`healthy 480 GB/s: <where that was published>` for a figure that carries its healthy reference, else ""."""
+    if not _number(figure.get("reference")):
+        return ""
+    text = f"healthy {_fmt(figure['reference'])} {figure.get('unit') or ''}".rstrip()
+    return text + (f": {figure['reference_source']}" if figure.get("reference_source") else "")
 
 
 def _ring(checks: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> str:

@@ -1,0 +1,481 @@
+"""Users' own benchmark outputs, judged: nccl-tests (text and -J JSON), nvbandwidth (text and --json) and
+`dcgmi diag` (text and --json), read from a file by `gpudoctor check --from` (gpudoctor/paste). Each figure is
+set against the published healthy figure for the machine the output shows (its device list, or the GPUs and
+topology elsewhere in the same file), saying what it should be and why. A run that cannot show the hardware's
+speed (too small, a lone rank, a figure the network cannot carry) is said to be unjudgeable, never blamed on
+the hardware. Pure judges of facts; nothing runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor.api import (
+    CheckContext,
+    Metric,
+    Remediation,
+    Result,
+    Row,
+    Status,
+    check,
+    expect,
+    gpu_model,
+    references,
+    worst,
+)
+from gpudoctor.hardware import hardware
+
+# nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
+# NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).
+MIN_BYTES = 2**30
+COLLECTIVE_FIGURE = {
+    "all_reduce": "allreduce_busbw",
+    "all_gather": "allgather_busbw",
+    "reduce_scatter": "reducescatter_busbw",
+    "alltoall": "alltoall_busbw",
+}
+NO_MPI = Remediation(
+    "Every process ran alone (nccl-tests built without MPI, launched by mpirun or srun: each prints 'Rank 0' "
+    "and a one-rank all-reduce moves nothing), so the figures say nothing about the hardware.",
+    [
+        "make MPI=1 MPI_HOME=/path/to/mpi -C nccl-tests",
+        "mpirun -np <GPUs> ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1",
+    ],
+)
+TOO_SMALL = Remediation(
+    "Bus bandwidth grows with the message size; below 1 GiB it shows latency, not the links.",
+    ["./build/all_reduce_perf -b 1G -e 8G -f 2 -g <GPUs per process>"],
+)
+
+
+@check(
+    "bench.nccl-tests",
+    "nccl-tests output against published healthy figures",
+    needs=("benchmarks",),
+)
+def nccl_tests(ctx: CheckContext) -> Result:
+    """Every nccl-tests run in the file: verified values first, then the largest message's bus bandwidth
+    against the healthy figure for that GPU model, GPU count, node count and algorithm (NCCL_ALGO from the
+    JSON's environment, or from NCCL's own log lines in the same file)."""
+    runs = (ctx.facts.get("benchmarks") or {}).get("nccl_tests") or []
+    if not runs:
+        return Result(Status.SKIP, "no nccl-tests output in this file")
+    gpus, env = ctx.nvml.get("gpus") or [], ctx.system.get("env") or {}
+    nccl = ctx.facts.get("nccl") or {}
+    return combine([judge_run({**run, "env": run.get("env") or env}, gpus, nccl) for run in runs], "nccl-tests run")
+
+
+Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
+
+
+def judged(status: Status, summary: str, metrics: list[Metric] | None = None, fix: Remediation | None = None) -> Judged:
+    return Row(status, summary, metrics=metrics or []), fix
+
+
+SEVERITY = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)  # what a summary names first
+
+
+def combine(verdicts: list[Judged], what: str) -> Result:
+    """One result over several runs or tests: the worst status, a summary naming the worst first, and the fix
+    of the worst that has one."""
+    rows = [row for row, _ in verdicts]
+    ordered = sorted(verdicts, key=lambda v: SEVERITY.index(v[0].status) if v[0].status in SEVERITY else 9)
+    fix = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
+    said = "; ".join(_said(row) for row, _ in ordered[:3]) + (f"; and {len(rows) - 3} more" if len(rows) > 3 else "")
+    summary = f"{len(rows)} {what}s: {said}" if len(rows) > 1 else _said(rows[0])
+    return Result(worst([r.status for r in rows], default=Status.SKIP), summary, rows=rows, remediation=fix)
+
+
+def _said(row: Row) -> str:
+    return f"{row.where}: {row.summary}" if row.name or row.index is not None else row.summary
+
+
+def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
+    """One nccl-tests run, its row named by the run (collective and line)."""
+    what = run_name(run)
+    row, fix = _judge_run(run, what, gpus, nccl)
+    row.name, row.summary = what, row.summary.removeprefix(f"{what}: ").removeprefix(f"{what}; ")
+    return row, fix
+
+
+def _judge_run(run: dict[str, Any], what: str, gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
+    rows = run.get("rows") or []
+    if not rows:
+        return judged(Status.SKIP, f"{what}: no result rows")
+    wrong = sum(
+        int((side or {}).get("wrong") or 0) for r in rows for side in (r.get("out_of_place"), r.get("in_place"))
+    )
+    if wrong or (run.get("out_of_bounds") or 0) > 0:
+        return judged(
+            Status.FAIL,
+            f"{what}: {wrong or run['out_of_bounds']} wrong values: the data was corrupted on the way",
+            fix=Remediation(
+                "nccl-tests checks every result; wrong values with no error mean broken P2P (IOMMU/ACS), a failing "
+                "link or GPU memory.",
+                ["sudo dmesg | grep -iE 'xid|iommu|dmar'", "NCCL_P2P_DISABLE=1 <the same nccl-tests command>"],
+            ),
+        )
+    largest = max(rows, key=lambda r: r.get("bytes") or 0)
+    busbw = max((side or {}).get("busbw") or 0.0 for side in (largest.get("out_of_place"), largest.get("in_place")))
+    metric = Metric("busbw", round(busbw, 3), "GB/s", labels={"bytes": int(largest.get("bytes") or 0)})
+    if all(max((s or {}).get("busbw") or 0.0 for s in (r.get("out_of_place"), r.get("in_place"))) == 0 for r in rows):
+        return judged(Status.SKIP, f"{what}: unjudgeable, every bus bandwidth is 0 (one rank alone)", [metric], NO_MPI)
+    if (largest.get("bytes") or 0) < MIN_BYTES:
+        size = references.size_text(int(largest.get("bytes") or 0))
+        return judged(
+            Status.SKIP,
+            f"{what}: unjudgeable, largest message {size} (peak needs >= 1 GiB): busbw {busbw:.4g} GB/s",
+            [metric],
+            TOO_SMALL,
+        )
+    return against_reference(run, what, busbw, metric, machine(run, gpus), nccl)
+
+
+# Bytes per element of nccl-tests' data types (src/common.cu, test_typenames).
+TYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "half": 2,
+    "bfloat16": 2,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int32": 4,
+    "uint32": 4,
+    "float": 4,
+    "int64": 8,
+    "uint64": 8,
+    "double": 8,
+}
+
+
+def collective_of(run: dict[str, Any]) -> str | None:
+    """The collective a run says, or the one its rows show where it does not (an excerpt, the old format):
+    nccl-tests prints each rank's element count, so a reduction whose count covers the whole message is an
+    all-reduce and one whose count is a rank's share a reduce-scatter (src/all_reduce.cu, reduce_scatter.cu,
+    AllReduceGetCollByteCount and ReduceScatterGetCollByteCount). All-gather and all-to-all look alike: None."""
+    if run.get("collective"):
+        return run["collective"]
+    row = max(run.get("rows") or [{}], key=lambda r: r.get("bytes") or 0)
+    size, count, width = row.get("bytes") or 0, row.get("count") or 0, TYPE_BYTES.get(str(row.get("type")))
+    if not (size and count and width) or str(row.get("redop") or "none") == "none" or row.get("root") not in (-1, None):
+        return None
+    if count * width == size:
+        return "all_reduce"
+    ranks = run.get("ranks") or 0
+    return "reduce_scatter" if ranks > 1 and count * width * ranks == size else None
+
+
+def run_name(run: dict[str, Any]) -> str:
+    collective = collective_of(run) or "collective"
+    where = f" line {run['line']}" if run.get("line") else ""
+    return f"{collective}{where}"
+
+
+def machine(run: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The GPU model, GPUs and nodes of a run: from its device list, else from GPUs elsewhere in the file."""
+    names = [d.get("name") for d in run.get("devices") or [] if d.get("name")]
+    if not names:
+        names = [g.get("name") for g in gpus if g.get("name")]
+    models = {(gpu_model({"name": n}) or {}).get("model") for n in names}
+    hosts = run.get("hosts") or []
+    return {
+        "model": models.pop() if len(models) == 1 else None,
+        "names": sorted({str(n) for n in names}),
+        "gpus": run.get("ranks") or (len(gpus) if gpus and len(hosts) <= 1 else None),
+        "nodes": len(hosts) if hosts else (1 if gpus else None),
+    }
+
+
+def against_reference(
+    run: dict[str, Any], what: str, busbw: float, metric: Metric, found: dict[str, Any], nccl: dict[str, Any]
+) -> Judged:
+    figure = COLLECTIVE_FIGURE.get(collective_of(run) or "")
+    said = f"{what}: busbw {busbw:.4g} GB/s at {references.size_text(metric.labels['bytes'])}"
+    if figure is None:
+        return judged(Status.PASS, f"{said}; no published figure for this collective: shown, not judged", [metric])
+    if found["model"] is None:
+        unknown = ", ".join(found["names"]) or "not in the output (the device list was cut)"
+        return judged(
+            Status.SKIP,
+            f"{said}; unjudgeable: GPU model {unknown} has no published figure",
+            [metric],
+            Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
+        )
+    if (found["nodes"] or 1) > 1:
+        return across_nodes(run, said, busbw, metric, found, figure, nccl)
+    return one_node(run, said, busbw, metric, found, figure)
+
+
+def one_node(
+    run: dict[str, Any], said: str, busbw: float, metric: Metric, found: dict[str, Any], figure: str
+) -> Judged:
+    """Within a node: the published figure for the model, GPU count and algorithm (Ring where NCCL chooses:
+    every algorithm reaches it; NVLS, where the node has it, more: a figure at NVLS's level is judged as NVLS,
+    one below it is told what NVLS would give). A PCIe-only model without a published figure: its PCIe link's."""
+    algo = expect.algorithm(run.get("env") or {})
+    where = f"{said} on {found['gpus']}x {found['model']}"
+    nvls = references.healthy(figure, found["model"], gpus=found["gpus"], nodes=1, algo="nvls")
+    nvls = nvls if nvls and references.states(nvls, "gpus", "algo") else None
+    if algo is None and nvls and busbw >= nvls.value * references.PASS_AT:
+        return verdict_on(busbw, metric, expect.Expectation(nvls.value, nvls.cite()), where, "NVLS")
+    healthy = references.healthy(figure, found["model"], gpus=found["gpus"], nodes=1, algo=algo or "ring")
+    if healthy is None or not references.states(healthy, "gpus"):
+        return pcie_only(busbw, metric, found, where, figure)
+    row, fix = verdict_on(
+        busbw, metric, expect.Expectation(healthy.value, healthy.cite()), where, f"NCCL_ALGO={algo}" if algo else "Ring"
+    )
+    if row.status == Status.PASS and algo is None and nvls:
+        row.summary += f"; NVLS would give ~{nvls.value:.4g} (is it off? NCCL_NVLS_ENABLE, the fabric manager)"
+    return row, fix
+
+
+def pcie_only(busbw: float, metric: Metric, found: dict[str, Any], where: str, figure: str) -> Judged:
+    """A model without NVLink (hardware.toml) all-reduces over PCIe: its x16 link at its generation, through
+    host memory unless P2P is known to work (a GeForce never has it); an estimate, and said so."""
+    model = next((m for m in hardware()["gpu"] if m["model"] == found["model"]), {})
+    if (
+        figure != "allreduce_busbw"
+        or model.get("nvlink_links")
+        or not model.get("pcie_gen")
+        or (found["gpus"] or 0) < 2
+    ):
+        return judged(
+            Status.SKIP,
+            f"{where}; unjudgeable: no published {figure} for that GPU count",
+            [metric],
+            Remediation("The links between the GPUs set the figure.", ["nvidia-smi topo -m  # add its output"]),
+        )
+    gpus = [
+        {"index": i, "name": model["names"][0], "pcie": {"max_gen": model["pcie_gen"], "max_width": 16}}
+        for i in range(found["gpus"])
+    ]
+    expected = expect.allreduce_expectation(gpus, {})
+    if expected is None:
+        return judged(Status.SKIP, f"{where}; unjudgeable: no PCIe figure for it", [metric])
+    return verdict_on(busbw, metric, expected, where, f"PCIe Gen{model['pcie_gen']} x16 through host memory")
+
+
+def across_nodes(
+    run: dict[str, Any],
+    said: str,
+    busbw: float,
+    metric: Metric,
+    found: dict[str, Any],
+    figure: str,
+    nccl: dict[str, Any],
+) -> Judged:
+    """Between nodes the network sets the figure, or the NVLink of one multi-node domain (an NVL72 rack)."""
+    where = f"{said} on {found['gpus'] or '?'} GPUs, {found['nodes']} nodes of {found['model']}"
+    domain = references.healthy(figure, found["model"], link="mnnvl")
+    if domain and references.states(domain, "link") and (found["gpus"] or 0) <= (domain_size(domain) or 0):
+        expected = expect.Expectation(domain.value, domain.cite())
+        return verdict_on(
+            busbw,
+            metric,
+            expected,
+            f"{where} (taken as one NVLink domain: {found['model']} racks hold {domain_size(domain)} GPUs)",
+            "one multi-node NVLink domain",
+        )
+    nics = nccl.get("ib_devices") or []
+    shown = f" ({len(nics)} NICs in NCCL's log, their speed not)" if nics else ""
+    return judged(
+        Status.SKIP,
+        f"{where}; unjudgeable: the network each node uses is not in the output{shown}",
+        [metric],
+        Remediation(
+            "Between nodes the NICs set the figure: their count and speed are needed.",
+            [
+                "NCCL_DEBUG=INFO <the same command> 2>&1 | grep -E 'NET/IB : Using|Using network'",
+                'ibstat | grep -E "CA \'|Rate"',
+            ],
+        ),
+    )
+
+
+def domain_size(found: references.Healthy) -> int | None:
+    """The GPUs of the published multi-node NVLink run (one rack's worth)."""
+    row = next((r for r in references.rows() if r.get("model") == found.model and r.get("link") == "mnnvl"), {})
+    return int(row["gpus"]) if row.get("gpus") else None
+
+
+def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where: str, normal: str) -> Judged:
+    status, judged_metric = expect.verdict("busbw", busbw, "GB/s", expected, 0.75)
+    judged_metric.labels = metric.labels
+    if status == Status.PASS:
+        return judged(status, f"{where}: normal for {normal} (healthy {expected.value:.4g})", [judged_metric])
+    return judged(
+        status,
+        f"{where}: {expect.shortfall(judged_metric)}",
+        [judged_metric],
+        Remediation(
+            "Below healthy systems of the model: a degraded link, P2P or NVLink off, or NCCL on another transport.",
+            [
+                "nvidia-smi topo -m",
+                "nvidia-smi nvlink -s",
+                "NCCL_DEBUG=INFO <the same command> 2>&1 | grep -E 'via|NVLS'",
+            ],
+        ),
+    )
+
+
+# nvbandwidth's test cases and what they measure, as published figures name them.
+NVBANDWIDTH = {
+    "host_to_device_memcpy_ce": "h2d",
+    "host_to_device_memcpy_sm": "h2d",
+    "device_to_host_memcpy_ce": "d2h",
+    "device_to_host_memcpy_sm": "d2h",
+    "device_to_device_memcpy_read_ce": "p2p",
+    "device_to_device_memcpy_write_ce": "p2p",
+    "device_to_device_memcpy_read_sm": "p2p",
+    "device_to_device_memcpy_write_sm": "p2p",
+    "device_local_copy": "hbm",
+}
+
+
+@check(
+    "bench.nvbandwidth",
+    "nvbandwidth output against published healthy figures",
+    needs=("benchmarks",),
+)
+def nvbandwidth(ctx: CheckContext) -> Result:
+    """Each GPU's host copies, GPU-to-GPU copies and local copies in an nvbandwidth output, against the
+    published figure for its model over its native link."""
+    section = (ctx.facts.get("benchmarks") or {}).get("nvbandwidth") or {}
+    cases = section.get("testcases") or []
+    if not cases:
+        return Result(Status.SKIP, "no nvbandwidth output in this file")
+    devices = section.get("devices") or [{"index": g.get("index"), "name": g.get("name")} for g in ctx.gpus]
+    rows = [row for case in cases for row in judge_case(case, devices)]
+    return combine(rows, "figure") if rows else Result(Status.SKIP, "no nvbandwidth test case gpudoctor judges")
+
+
+def judge_case(case: dict[str, Any], devices: list[dict[str, Any]]) -> list[Judged]:
+    kind = NVBANDWIDTH.get(str(case.get("name")))
+    if kind is None or (case.get("status") or "Passed").lower() not in ("passed", "pass"):
+        return []
+    cells = gpu_cells(case, kind)
+    return [judge_cell(index, case["name"], kind, peer, value, devices) for index, peer, value in cells]
+
+
+def gpu_cells(case: dict[str, Any], kind: str) -> list[tuple[int, int | None, float]]:
+    """(GPU, peer, figure) per matrix cell: host copies are one row (CPU) by GPU columns, GPU-to-GPU copies a
+    GPU by GPU matrix, local copies one row by GPU columns."""
+    matrix = case.get("matrix") or []
+    columns = case.get("columns") or []
+    found = []
+    for r, line in enumerate(matrix):
+        for c, value in enumerate(line):
+            if value is None or c >= len(columns):
+                continue
+            gpu = _index(columns[c])
+            if kind == "p2p":
+                src = _index((case.get("rows") or [])[r]) if r < len(case.get("rows") or []) else None
+                if src is not None and gpu is not None and src != gpu:
+                    found.append((src, gpu, float(value)))
+            elif gpu is not None:
+                found.append((gpu, None, float(value)))
+    return found
+
+
+def _index(label: Any) -> int | None:
+    text = str(label).strip()
+    return int(text) if text.isdigit() else None
+
+
+def judge_cell(index_of: int, *args: Any) -> Judged:
+    """judge_figure's row, as the GPU it is about."""
+    row, fix = judge_figure(index_of, *args)
+    row.index = index_of
+    return row, fix
+
+
+def judge_figure(
+    index: int, case: str, kind: str, peer: int | None, value: float, devices: list[dict[str, Any]]
+) -> Judged:
+    device = next((d for d in devices if d.get("index") == index), {})
+    model = gpu_model({"name": device.get("name")}) or {}
+    where = f"-> GPU {peer} " if peer is not None else ""
+    expected = cell_expectation(kind, model)
+    figure = value * 2 if kind == "hbm" else value  # nvbandwidth counts one direction of a local copy
+    status, metric = expect.verdict(kind, figure, "GB/s", expected, 0.75)
+    metric.labels = {"case": case, "gpu": index, **({"peer": peer} if peer is not None else {})}
+    counted = " (read + write)" if kind == "hbm" else ""
+    if expected is None:
+        name = device.get("name") or "a GPU the output does not name"
+        return judged(
+            Status.PASS, f"{where}{case}: {figure:.4g} GB/s{counted}; no published figure for {name}", [metric]
+        )
+    text = f"{where}{case}: {figure:.4g} GB/s{counted}"
+    if status == Status.PASS:
+        return judged(status, f"{text} (healthy {expected.value:.4g})", [metric])
+    return judged(
+        status,
+        f"{text}, {expect.shortfall(metric)}",
+        [metric],
+        Remediation(
+            "A copy below healthy GPUs of its model: a PCIe link trained down (generation or width), host memory "
+            "on the far socket, P2P off, or a degraded NVLink.",
+            ["nvidia-smi -q -d PCIE -i <GPU>", "nvidia-smi topo -m", "nvidia-smi nvlink -s"],
+        ),
+    )
+
+
+def cell_expectation(kind: str, model: dict[str, Any]) -> expect.Expectation | None:
+    """The healthy figure for the model over its native link (the datasheet's PCIe generation, x16, or its
+    NVLink-C2C, or all its NVLinks)."""
+    if not model:
+        return None
+    if kind in ("h2d", "d2h"):
+        gpu = {"name": model["names"][0], "pcie": {"max_gen": model.get("pcie_gen"), "max_width": 16}}
+        return expect.pcie_copy_expectation(gpu, kind)
+    if kind == "hbm":
+        return expect.model_expectation({"name": model["names"][0]}, "hbm_gbps")
+    found = references.healthy("p2p_gbps", model["model"], link="nvlink")
+    if found and references.states(found, "link"):
+        return expect.Expectation(found.value, found.cite())
+    return None
+
+
+@check(
+    "bench.dcgm-diag",
+    "dcgmi diag output",
+    needs=("benchmarks",),
+)
+def dcgm_diag(ctx: CheckContext) -> Result:
+    """DCGM's own verdict per test (it judges against its per-SKU thresholds), with its messages, and the
+    figures it states set against the published healthy figure for the GPU."""
+    section = (ctx.facts.get("benchmarks") or {}).get("dcgm_diag") or {}
+    tests = section.get("tests") or []
+    if not tests:
+        return Result(Status.SKIP, "no dcgmi diag output in this file")
+    rows = [dcgm_row(test) for test in tests]
+    return combine(rows, "DCGM test")
+
+
+DCGM_STATUS = {"pass": Status.PASS, "fail": Status.FAIL, "warn": Status.WARN, "skip": Status.SKIP}
+
+
+def dcgm_row(test: dict[str, Any]) -> Judged:
+    status = DCGM_STATUS.get(str(test.get("result") or "").lower(), Status.SKIP)
+    failing = [g for g, r in (test.get("gpus") or {}).items() if str(r).lower() == "fail"]
+    where = f" on GPU {', '.join(failing)}" if failing else ""
+    said = "; ".join(test.get("messages") or [])
+    metrics = [
+        Metric(
+            str(f.get("name") or "figure"),
+            f.get("value"),
+            str(f.get("unit") or ""),
+            labels={"gpu": f["gpu"]} if f.get("gpu") is not None else {},
+        )
+        for f in test.get("figures") or []
+        if isinstance(f.get("value"), int | float)
+    ]
+    text = f"{test.get('result')}{where}" + (f": {said[:300]}" if said and status != Status.PASS else "")
+    fix = None
+    if status in (Status.FAIL, Status.WARN):
+        fix = Remediation(
+            "DCGM judged this test against its own per-SKU thresholds; its message says which GPU and figure.",
+            ["dcgmi diag -r 3 -j  # again, and keep the JSON", "nvidia-smi -q -d PERFORMANCE,ECC,PCIE -i <GPU>"],
+        )
+    row, fix = judged(status, text, metrics, fix)
+    row.name = f"DCGM {test.get('name') or 'test'}"
+    return row, fix
