@@ -19,10 +19,10 @@ from gpudoctor.api import (
     check,
     expect,
     gpu_model,
+    load_data,
     references,
     worst,
 )
-from gpudoctor.hardware import hardware
 
 # nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
 # NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).
@@ -231,7 +231,7 @@ def one_node(
 def pcie_only(busbw: float, metric: Metric, found: dict[str, Any], where: str, figure: str) -> Judged:
     """A model without NVLink (hardware.toml) all-reduces over PCIe: its x16 link at its generation, through
     host memory unless P2P is known to work (a GeForce never has it); an estimate, and said so."""
-    model = next((m for m in hardware()["gpu"] if m["model"] == found["model"]), {})
+    model = next((m for m in load_data("hardware.toml")["gpu"] if m["model"] == found["model"]), {})
     if (
         figure != "allreduce_busbw"
         or model.get("nvlink_links")
@@ -400,9 +400,12 @@ def judge_figure(
     metric.labels = {"case": case, "gpu": index, **({"peer": peer} if peer is not None else {})}
     counted = " (read + write)" if kind == "hbm" else ""
     if expected is None:
-        name = device.get("name") or "a GPU the output does not name"
+        name = device.get("name") or "not named in the output"
         return judged(
-            Status.PASS, f"{where}{case}: {figure:.4g} GB/s{counted}; no published figure for {name}", [metric]
+            Status.SKIP,
+            f"{where}{case}: {figure:.4g} GB/s{counted}; unjudgeable: the GPU ({name}) has no published figure",
+            [metric],
+            Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
         )
     text = f"{where}{case}: {figure:.4g} GB/s{counted}"
     if status == Status.PASS:

@@ -1,4 +1,5 @@
-"""Dense matrix-multiply throughput per GPU (bf16, and fp32 through TF32 set explicitly), results verified."""
+"""Dense matrix-multiply throughput per GPU (bf16, and fp32 through TF32 set explicitly; fp16 on GPUs before
+Ampere, which have neither), results verified."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from typing import Any
 
 from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row, worst
 
-TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3}
+TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3, "fp16": 1e-2}
+# The datasheet figure each precision is judged against (hardware.toml, and its published measurements).
+DATASHEET_KEY = {"bf16": "bf16_tflops", "tf32": "tf32_tflops", "fp16": "fp16_tflops"}
+
+
+def precisions(capability: tuple[int, int]) -> tuple[str, ...]:
+    """bf16 and TF32 from Ampere (compute capability 8.0) on; fp16 tensor cores before it (Volta, Turing)."""
+    return ("bf16", "tf32") if capability >= (8, 0) else ("fp16",)
 
 
 def gemm_on(device: Any, n: int, precision: str, warmup: int, iters: int) -> dict[str, Any]:
@@ -16,7 +24,7 @@ def gemm_on(device: Any, n: int, precision: str, warmup: int, iters: int) -> dic
 
     from gpudoctor.api import measure
 
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     try:
@@ -45,7 +53,7 @@ def measure_gemm(params: dict[str, Any]) -> dict[str, Any]:
     results = []
     for index in range(measure.cuda_devices()):
         row: dict[str, Any] = {"cuda_index": index}
-        for precision in ("bf16", "tf32"):
+        for precision in precisions(torch.cuda.get_device_capability(index)):
             progress("gemm", f"GPU {index} {precision}")
             row[precision] = gemm_on(
                 torch.device("cuda", index), params["n"], precision, params["warmup"], params["iters"]
@@ -57,9 +65,9 @@ def measure_gemm(params: dict[str, Any]) -> dict[str, Any]:
 def gemm_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Row:
-    """One GPU's bf16 and TF32 figures: verified first, then against its datasheet."""
+    """One GPU's figures (bf16 and TF32, or fp16): verified first, then against the published healthy figure."""
     parts, statuses, metrics = [], [], []
-    for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
+    for precision, key in ((p, k) for p, k in DATASHEET_KEY.items() if p in m):
         figure = m[precision]
         expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key))
         peak = expect.model_peak(gpu, key)
@@ -101,13 +109,15 @@ def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Ex
     settings={"n": 8192, "floor": 0.75, "baseline_tolerance": 0.9, "warmup": 3, "iters": 10},
 )
 def gemm(ctx: CheckContext) -> Result:
-    """Dense bf16 and TF32 GEMM per GPU against the datasheet, verified against a float64 reference."""
+    """Dense bf16 and TF32 (fp16 before Ampere) GEMM per GPU against the published healthy figure, verified
+    against a float64 reference."""
     data = ctx.run_isolated("gpudoctor.checks.compute:measure_gemm", ctx.work("n"))
     if isinstance(data, Result):
         return data
-    baseline = {precision: ctx.baseline(precision) for precision in ("bf16", "tf32")}
+    measured = [p for p in DATASHEET_KEY if all(p in g for g in data["gpus"])]
+    baseline = {precision: ctx.baseline(precision) for precision in measured}
     result = judge(ctx.with_gpus(data["gpus"]), ctx.settings["floor"], baseline)
-    for precision in ("bf16", "tf32"):
+    for precision in measured:
         result.metrics.append(
             Metric(precision, min(g[precision]["tflops"] for g in data["gpus"]), "TFLOP/s", baseline=True)
         )

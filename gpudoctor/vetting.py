@@ -159,6 +159,13 @@ def _metrics(metrics: Any, where: str) -> None:
 def _figure(metric: Metric, what: str) -> None:
     _require(_number_or_text(metric.value), f"{what} has the value {shown(metric.value)}")
     _require(_number_or_text(metric.expected), f"{what} expects {shown(metric.expected)}")
+    _require(metric.comparison in (None, ">=", "<="), f"{what} compares by {shown(metric.comparison)}")
+    _require(
+        metric.reference is None or (_number_or_text(metric.reference) and not isinstance(metric.reference, str)),
+        f"{what} has the reference {shown(metric.reference)}",
+    )
+    for text in (metric.expected_source, metric.reference_source):
+        _require(text is None or isinstance(text, str), f"{what} cites {shown(text)}")
     _require(isinstance(metric.unit, str), f"{what} has the unit {shown(metric.unit)}")
     labels = metric.labels
     good = isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, SCALARS) for k, v in labels.items())

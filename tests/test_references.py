@@ -9,7 +9,7 @@ from gpudoctor.checks import cluster
 
 from gpudoctor import expect, references
 from gpudoctor.cluster.node import network
-from gpudoctor.hardware import hardware
+from gpudoctor.hardware import gpu_model, hardware
 from gpudoctor.model import Status
 
 
@@ -143,3 +143,119 @@ def test_storage_and_front_end_nics_do_not_raise_the_cross_node_pass_line() -> N
     assert expected.value == pytest.approx(8 * per_nic.value)
     assert "8 NICs NCCL uses, 3200 Gb/s" in expected.source and "Ethernet beside InfiniBand" in expected.source
     assert expected.lines(0.75)[0] < 362
+
+
+def bus(i: int) -> str:
+    return f"00000000:{0x10 + i:02X}:00.0"
+
+
+def mesh(name: str, count: int, links_per_peer: int, version: int) -> list[dict]:
+    """GPUs joined directly to each other by NVLink (no NVSwitch): HGX A100 4-GPU, H100 NVL 4-way."""
+    return [
+        {
+            "index": i,
+            "name": name,
+            "pci_bus_id": bus(i),
+            "pcie": {"max_gen": 4, "max_width": 16},
+            "nvlinks": [
+                {"active": True, "version": version, "remote_type": "gpu", "remote_pci_bus_id": bus(j)}
+                for j in range(count)
+                if j != i
+                for _ in range(links_per_peer)
+            ],
+        }
+        for i in range(count)
+    ]
+
+
+def test_a_direct_nvlink_mesh_expects_every_link_not_one_hop() -> None:
+    """The audit: HGX-4 A100 passed at 58.5 GB/s (one ring hop's four links) against ~230 healthy. NCCL's rings
+    use all twelve links of each GPU."""
+    expected = expect.allreduce_expectation(mesh("NVIDIA A100-SXM4-80GB", 4, 4, 3), {})
+    assert expected.value > 200 and expected.source.startswith("NVLink 300 GB/s per GPU")
+    assert expect.verdict("busbw", 58.5, "GB/s", expected, 0.75)[0] == Status.FAIL
+
+
+def test_grace_host_copies_are_judged_over_c2c_not_pcie() -> None:
+    """The audit: GB200's host copies (200-377 GB/s published over NVLink-C2C) were judged against PCIe, so a
+    healthy one was a 'measurement error' and one at a third of its speed passed."""
+    from gpudoctor.checks import bandwidth
+
+    gb200 = {"index": 0, "name": "NVIDIA GB200", "pcie": {"max_gen": 5, "max_width": 16}}
+    expected = expect.pcie_copy_expectation(gb200)
+    assert (expected.value > 200 and "NVLink-C2C" in expected.source) or "c2c" in expected.source
+    assert expect.pcie_peak(gb200).source == "GB200 NVLink-C2C"
+    healthy = {"cuda_index": 0, "h2d_gbps": 360.0, "d2h_gbps": 290.0, "verified": True}
+    assert bandwidth.host_device_row(healthy, gb200, 0.75, {}).status == Status.PASS
+    third = {**healthy, "h2d_gbps": 120.0, "d2h_gbps": 100.0}
+    assert bandwidth.host_device_row(third, gb200, 0.75, {}).status == Status.FAIL
+
+
+def test_nodes_of_one_nvl72_rack_are_judged_over_nvlink_not_infiniband() -> None:
+    """The audit: GB200 NVL72 across nodes passed at 120 GB/s (InfiniBand) against 835-847 healthy."""
+    nodes = [
+        node_summary(f"n{i}", dgx_ports()[:4], "4c7d1a2e-0000-4000-8000-000000000001", "NVIDIA GB200", 4)
+        for i in range(18)
+    ]
+    expected = cluster.network_expectation(nodes)
+    assert expected.value > 800 and "72 GPUs in one multi-node NVLink domain" in expected.source
+    assert expect.verdict("busbw", 120.0, "GB/s", expected, 0.75)[0] == Status.FAIL
+    apart = [node_summary("a", dgx_ports()[:4], None, "NVIDIA GB200", 4), nodes[1]]
+    assert "NICs NCCL uses" in cluster.network_expectation(apart).source
+
+
+def test_a_power_limited_board_without_a_published_figure_is_not_failed_by_its_datasheet() -> None:
+    """The audit: H100 NVL's GEMM passed only at 0.90 of a published healthy 488.5 TFLOP/s. Without a
+    measurement of the model the datasheet is taken at the lowest fraction any healthy model reaches."""
+    nvl = {"index": 0, "name": "NVIDIA H100 NVL"}
+    expected = expect.model_expectation(nvl, "bf16_tflops")
+    assert "no published measurement" in expected.source and "lowest measured/datasheet ratio" in expected.source
+    assert expect.verdict("bf16", 488.5, "TFLOP/s", expected, 0.75)[0] == Status.PASS
+    assert expect.verdict("bf16", 438.0, "TFLOP/s", expected, 0.75)[0] == Status.PASS
+    assert expect.verdict("bf16", 488.5 / 3, "TFLOP/s", expected, 0.75)[0] == Status.FAIL
+
+
+MODELS_USERS_HAVE = [
+    "NVIDIA B300 SXM6 AC",
+    "NVIDIA GB300",
+    "NVIDIA H20",
+    "NVIDIA A10G",
+    "NVIDIA GeForce RTX 5090",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "NVIDIA L20",
+    "NVIDIA L2",
+    "NVIDIA A800 80GB PCIe",
+    "NVIDIA H800 PCIe",
+    "NVIDIA RTX A5000",
+    "NVIDIA RTX A4000",
+    "NVIDIA RTX 6000 Ada Generation",
+    "Tesla V100S-PCIE-32GB",
+    "Tesla V100-SXM2-16GB",
+    "Tesla T4",
+]
+
+
+@pytest.mark.parametrize("name", MODELS_USERS_HAVE)
+def test_models_users_have_are_judged_healthy_or_at_a_third_alike_no_longer(name: str) -> None:
+    """The audit: these warned the same whether healthy or at a third of their speed. Each now has a memory
+    figure, and a matrix figure in the precision it runs (bf16, or fp16 before Ampere)."""
+    gpu = {"index": 0, "name": name}
+    assert gpu_model(gpu) is not None, name
+    for key in ("hbm_gbps", "bf16_tflops" if "V100" not in name and "T4" not in name else "fp16_tflops"):
+        expected = expect.model_expectation(gpu, key)
+        if expected is None and key != "hbm_gbps" and gpu_model(gpu).get(key) is None:
+            continue  # the datasheet states no such figure (RTX A-series tensor figures): said in hardware.toml
+        assert expected is not None, (name, key)
+        assert expect.verdict(key, expected.value, "", expected, 0.75)[0] == Status.PASS
+        assert expect.verdict(key, expected.value / 3, "", expected, 0.75)[0] == Status.FAIL
+
+
+def test_a_plugin_figure_with_a_comparison_or_reference_no_report_can_hold_is_refused() -> None:
+    from gpudoctor.model import Metric, Result
+    from gpudoctor.vetting import NotAResult, vetted
+
+    good = Metric("x", 1.0, "GB/s", expected=2.0, comparison=">=", reference=3.0, reference_source="a thread")
+    assert vetted(Result(Status.PASS, "fine", metrics=[good]))
+    for bad in ({"comparison": "=="}, {"reference": "480"}, {"reference_source": 12}):
+        with pytest.raises(NotAResult):
+            vetted(Result(Status.PASS, "fine", metrics=[Metric("x", 1.0, "GB/s", **bad)]))

@@ -1,5 +1,6 @@
 """Reading what users have: the text they paste (collect_env, nvidia-smi's table, -q, -L and topo -m, kernel
-and NCCL logs, nccl-tests, nvbandwidth and dcgmi diag outputs (text and JSON), tracebacks, an nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
+and NCCL logs, nccl-tests, nvbandwidth and dcgmi diag outputs (text and JSON), tracebacks, an
+nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
 the judges read. One table of readers; every reader reads every line and records only what it recognises, so
 a mix is read as well as one kind alone. Nothing in a paste is executed."""
 

@@ -1,0 +1,169 @@
+"""Users' own benchmark outputs judged through `gpudoctor check --from` (checks/benchmarks.py): real nccl-tests,
+nvbandwidth and dcgmi diag outputs (tests/fixtures/benchmarks, sources in SOURCES.md), each with the verdict a
+cluster admin would give: normal (and against what), abnormal (and why), or unjudgeable (and what is missing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import gpudoctor
+from gpudoctor.checks import benchmarks
+
+from gpudoctor import references
+from gpudoctor.facts.snapshot import load
+from gpudoctor.model import Status
+
+BENCH = Path(__file__).parent / "fixtures" / "benchmarks"
+
+
+def judged(path: Path, check: str = "bench.nccl-tests") -> dict:
+    """The report's result for `check` when the file is judged."""
+    run = gpudoctor("check", "--from", str(path), "--only", "bench", "--format", "json")
+    assert run.returncode in (0, 1), run.stderr
+    return next(c for c in json.loads(run.stdout)["checks"] if c["check_id"] == check)
+
+
+# (fixture, status, words the verdict must hold)
+NCCL_TESTS = [
+    ("h100-sxm-8gpu-allreduce-nvls.txt", "pass", "on 8x H100 SXM: normal for NVLS"),
+    ("a100-sxm4-40gb-8gpu-allreduce.txt", "pass", "on 8x A100 SXM4 40GB: normal for Ring"),
+    ("a100-sxm4-40gb-8gpu-reducescatter.txt", "pass", "reduce_scatter"),
+    ("rtx4090-2gpu-pcie-allreduce.txt", "fail", "2.24 GB/s at 2 GiB on 2x GeForce RTX 4090: expected >= 10.71"),
+    ("gh200-2gpu-2node-1perhost-allreduce-2.18.2.txt", "skip", "unjudgeable, largest message 128 MiB"),
+    ("h200-16gpu-2node-socket-ring-allreduce.txt", "skip", "unjudgeable: the network each node uses"),
+    ("h100-sxm-16gpu-2node-aws-p5-allreduce-excerpt.txt", "skip", "the device list was cut"),
+]
+
+
+@pytest.mark.parametrize("name,status,words", NCCL_TESTS, ids=[n for n, _, _ in NCCL_TESTS])
+def test_nccl_tests_outputs_get_the_verdict_an_admin_would_give(name: str, status: str, words: str) -> None:
+    result = judged(BENCH / "nccl-tests" / name)
+    assert result["status"] == status and words in result["summary"], result["summary"]
+    if status in ("pass", "fail"):
+        figure = result["rows"][0]["metrics"][0]
+        assert isinstance(figure["expected"], float) and figure["comparison"] == ">="
+        assert isinstance(figure["reference"], float) and figure["reference_source"]
+
+
+def nccl_run(busbw: float, size: int = 8 * 2**30, **extra: object) -> dict:
+    """One nccl-tests run as the reader records it (fields from checks' point of view)."""
+    side = {"time_us": 1.0, "algbw": busbw / 1.75, "busbw": busbw, "wrong": 0}
+    row = {
+        "bytes": size,
+        "count": size // 4,
+        "type": "float",
+        "redop": "sum",
+        "root": -1,
+        "out_of_place": side,
+        "in_place": side,
+    }
+    devices = [
+        {"rank": r, "host": "node1", "device": r, "bus_id": None, "name": "NVIDIA H100 80GB HBM3"} for r in range(8)
+    ]
+    return {
+        "line": 1,
+        "format": "text",
+        "collective": "all_reduce",
+        "ranks": 8,
+        "hosts": ["node1"],
+        "devices": devices,
+        "rows": [row],
+        "avg_busbw": None,
+        "out_of_bounds": 0,
+        "version": None,
+        "nccl_version": None,
+        "env": {},
+        "max_bytes": size,
+        **extra,
+    }
+
+
+def test_ring_figure_is_normal_and_says_what_nvls_would_give() -> None:
+    """The issue's own example: busbw 370 GB/s at 8 GiB on 8x H100 SXM is normal for Ring; NVLS gives more."""
+    row, _ = benchmarks.judge_run(nccl_run(370.0), [], {})
+    assert row.status == Status.PASS and "normal for Ring" in row.summary and "NVLS would give ~" in row.summary
+    forced, _ = benchmarks.judge_run(nccl_run(370.0, env={"NCCL_ALGO": "Ring"}), [], {})
+    assert "normal for NCCL_ALGO=ring" in forced.summary and "NVLS" not in forced.summary
+    slow, fix = benchmarks.judge_run(nccl_run(120.0), [], {})
+    assert slow.status == Status.FAIL and "nvidia-smi nvlink -s" in fix.commands
+
+
+def test_runs_that_cannot_show_the_hardware_are_unjudgeable_never_blamed() -> None:
+    small, fix = benchmarks.judge_run(nccl_run(420.0, size=256 * 2**20), [], {})
+    assert small.status == Status.SKIP and "unjudgeable, largest message 256 MiB" in small.summary
+    assert "-b 1G -e 8G" in fix.commands[0]
+    alone, fix = benchmarks.judge_run(nccl_run(0.0), [], {})
+    assert alone.status == Status.SKIP and "every bus bandwidth is 0" in alone.summary and "MPI=1" in fix.commands[0]
+    wrong = nccl_run(470.0)
+    wrong["rows"][0]["in_place"] = {**wrong["rows"][0]["in_place"], "wrong": 3}
+    assert benchmarks.judge_run(wrong, [], {})[0].status == Status.FAIL
+
+
+def test_a_multi_node_nvl72_run_is_judged_against_the_rack_not_infiniband() -> None:
+    run = nccl_run(500.0, ranks=72, hosts=[f"n{i}" for i in range(18)])
+    run["devices"] = [{**run["devices"][0], "rank": r, "host": f"n{r // 4}", "name": "NVIDIA GB200"} for r in range(72)]
+    row, _ = benchmarks.judge_run(run, [], {})
+    assert row.status == Status.FAIL and "one NVLink domain" in row.summary and "834.6" in row.summary
+    healthy, _ = benchmarks.judge_run({**run, "rows": nccl_run(840.0)["rows"]}, [], {})
+    assert healthy.status == Status.PASS
+
+
+def test_collective_is_read_from_the_rows_when_the_output_does_not_name_it() -> None:
+    run = nccl_run(370.0, collective=None)
+    assert benchmarks.collective_of(run) == "all_reduce"
+    run["rows"][0]["count"] = run["rows"][0]["count"] // 8
+    assert benchmarks.collective_of(run) == "reduce_scatter"
+    run["rows"][0]["redop"] = "none"
+    assert benchmarks.collective_of(run) is None
+
+
+def test_nvbandwidth_host_copies_against_the_models_native_link() -> None:
+    """An RTX 4090 (PCIe Gen4) H2D at ~25 GB/s is healthy; GB300's host copies run over NVLink-C2C (~359 GB/s)."""
+    rtx = judged(BENCH / "nvbandwidth" / "rtx4090-8gpu-h2d-d2h-v0.2-trimmed.txt", "bench.nvbandwidth")
+    assert rtx["status"] == "pass" and len(rtx["rows"]) == 16
+    unnamed = judged(BENCH / "nvbandwidth" / "gb300-dgx-station-h2d-d2h-c2c-trimmed.txt", "bench.nvbandwidth")
+    assert unnamed["status"] == "skip" and "unjudgeable: the GPU (not named in the output)" in unnamed["summary"]
+    section = load(BENCH / "nvbandwidth" / "gb300-dgx-station-h2d-d2h-c2c-trimmed.txt")["benchmarks"]["nvbandwidth"]
+    rows = [row for row, _ in benchmarks.judge_case(section["testcases"][0], [{"index": 0, "name": "NVIDIA GB300"}])]
+    figure = rows[0].metrics[0]
+    assert rows[0].status == Status.PASS and figure.reference > 200 and "c2c" in figure.reference_source, figure
+    third = benchmarks.judge_figure(
+        0, "host_to_device_memcpy_ce", "h2d", None, 359.05 / 3, [{"index": 0, "name": "GB300"}]
+    )
+    assert third[0].status == Status.FAIL
+
+
+def test_a_gpu_on_a_link_trained_down_is_named() -> None:
+    section = load(BENCH / "nvbandwidth" / "rtx4090-8gpu-h2d-d2h-v0.2-trimmed.txt")["benchmarks"]["nvbandwidth"]
+    case = section["testcases"][0]
+    case["matrix"][0][3] = 6.1  # what a Gen4 x16 card reads at Gen4 x4
+    rows = [row for row, _ in benchmarks.judge_case(case, section["devices"])]
+    bad = [r for r in rows if r.status != Status.PASS]
+    assert [r.index for r in bad] == [3] and bad[0].status == Status.FAIL
+
+
+def test_dcgm_diag_verdicts_are_dcgms_own_with_their_messages() -> None:
+    failed = judged(BENCH / "dcgmi" / "8gpu-diag-r2-v3-gpu-memory-thermal-fail-excerpt.txt", "bench.dcgm-diag")
+    assert failed["status"] == "fail" and "GPU 0" in failed["summary"] and failed["remediation"]
+    passed = judged(BENCH / "dcgmi" / "a10g-1gpu-diag-r2-v4.4.2-all-pass.txt", "bench.dcgm-diag")
+    assert passed["status"] == "pass"
+
+
+def test_every_vendored_output_is_judged_without_a_broken_check() -> None:
+    for path in sorted(BENCH.glob("*/*")):
+        if path.suffix not in (".txt", ".json") or "schema" in path.name or path.parent.name == "topo":
+            continue
+        facts = load(path)
+        assert facts.get("benchmarks"), path.name
+        run = gpudoctor("check", "--from", str(path), "--only", "bench", "--format", "json")
+        assert run.returncode in (0, 1), (path.name, run.stderr)
+        statuses = {c["status"] for c in json.loads(run.stdout)["checks"]}
+        assert not statuses & {"error", "timeout"}, path.name
+
+
+def test_live_runs_do_not_list_the_benchmark_judges() -> None:
+    run = gpudoctor("check", "--device", "cpu", "--format", "json", "--only", "system")
+    assert "bench." not in run.stdout
+    assert references.per_nic() is not None
