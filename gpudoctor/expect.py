@@ -123,7 +123,8 @@ def pick(*candidates: Expectation | None) -> Expectation | None:
 
 
 def from_setting(value: float, name: str) -> Expectation | None:
-    return Expectation(value, f"config {name}") if value else None
+    """A figure the config sets as the minimum (`min_busbw_gbps`): one line, exactly there; none when unset."""
+    return Expectation(value, f"config {name}", floor=1.0) if value else None
 
 
 def nvlink_generation(gpu: dict[str, Any]) -> int | None:
