@@ -19,7 +19,6 @@ from gpudoctor.api import (
     check,
     expect,
     gpu_model,
-    load_data,
     references,
     worst,
 )
@@ -67,8 +66,15 @@ def nccl_tests(ctx: CheckContext) -> Result:
 Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
 
 
-def judged(status: Status, summary: str, metrics: list[Metric] | None = None, fix: Remediation | None = None) -> Judged:
-    return Row(status, summary, metrics=metrics or []), fix
+def judged(
+    status: Status,
+    summary: str,
+    metrics: list[Metric] | None = None,
+    fix: Remediation | None = None,
+    index: int | None = None,
+) -> Judged:
+    """A row (of the GPU `index` where it is about one) and its fix."""
+    return Row(status, summary, index=index, metrics=metrics or []), fix
 
 
 SEVERITY = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)  # what a summary names first
@@ -91,23 +97,27 @@ def _said(row: Row) -> str:
 
 def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
     """One nccl-tests run, its row named by the run (collective and line)."""
-    what = run_name(run)
-    row, fix = _judge_run(run, what, gpus, nccl)
-    row.name, row.summary = what, row.summary.removeprefix(f"{what}: ").removeprefix(f"{what}; ")
+    row, fix = _judge_run(run, gpus, nccl)
+    row.name = run_name(run)
     return row, fix
 
 
-def _judge_run(run: dict[str, Any], what: str, gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
+def peak_busbw(row: dict[str, Any]) -> float:
+    """A size's bus bandwidth: the better of out of place and in place."""
+    return max((side or {}).get("busbw") or 0.0 for side in (row.get("out_of_place"), row.get("in_place")))
+
+
+def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
     rows = run.get("rows") or []
     if not rows:
-        return judged(Status.SKIP, f"{what}: no result rows")
+        return judged(Status.SKIP, "no result rows")
     wrong = sum(
         int((side or {}).get("wrong") or 0) for r in rows for side in (r.get("out_of_place"), r.get("in_place"))
     )
     if wrong or (run.get("out_of_bounds") or 0) > 0:
         return judged(
             Status.FAIL,
-            f"{what}: {wrong or run['out_of_bounds']} wrong values: the data was corrupted on the way",
+            f"{wrong or run['out_of_bounds']} wrong values: the data was corrupted on the way",
             fix=Remediation(
                 "nccl-tests checks every result; wrong values with no error mean broken P2P (IOMMU/ACS), a failing "
                 "link or GPU memory.",
@@ -115,19 +125,19 @@ def _judge_run(run: dict[str, Any], what: str, gpus: list[dict[str, Any]], nccl:
             ),
         )
     largest = max(rows, key=lambda r: r.get("bytes") or 0)
-    busbw = max((side or {}).get("busbw") or 0.0 for side in (largest.get("out_of_place"), largest.get("in_place")))
+    busbw = peak_busbw(largest)
     metric = Metric("busbw", round(busbw, 3), "GB/s", labels={"bytes": int(largest.get("bytes") or 0)})
-    if all(max((s or {}).get("busbw") or 0.0 for s in (r.get("out_of_place"), r.get("in_place"))) == 0 for r in rows):
-        return judged(Status.SKIP, f"{what}: unjudgeable, every bus bandwidth is 0 (one rank alone)", [metric], NO_MPI)
+    if all(peak_busbw(r) == 0 for r in rows):
+        return judged(Status.SKIP, "unjudgeable, every bus bandwidth is 0 (one rank alone)", [metric], NO_MPI)
     if (largest.get("bytes") or 0) < MIN_BYTES:
         size = references.size_text(int(largest.get("bytes") or 0))
         return judged(
             Status.SKIP,
-            f"{what}: unjudgeable, largest message {size} (peak needs >= 1 GiB): busbw {busbw:.4g} GB/s",
+            f"unjudgeable, largest message {size} (peak needs >= 1 GiB): busbw {busbw:.4g} GB/s",
             [metric],
             TOO_SMALL,
         )
-    return against_reference(run, what, busbw, metric, machine(run, gpus), nccl)
+    return against_reference(run, busbw, metric, machine(run, gpus), nccl)
 
 
 # Bytes per element of nccl-tests' data types (src/common.cu, test_typenames).
@@ -175,10 +185,12 @@ def machine(run: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any]:
     names = [d.get("name") for d in run.get("devices") or [] if d.get("name")]
     if not names:
         names = [g.get("name") for g in gpus if g.get("name")]
-    models = {(gpu_model({"name": n}) or {}).get("model") for n in names}
+    entries = {(gpu_model({"name": n}) or {}).get("model"): gpu_model({"name": n}) for n in names}
     hosts = run.get("hosts") or []
+    entry = next(iter(entries.values())) if len(entries) == 1 else None
     return {
-        "model": models.pop() if len(models) == 1 else None,
+        "model": entry["model"] if entry else None,
+        "entry": entry or {},
         "names": sorted({str(n) for n in names}),
         "gpus": run.get("ranks") or (len(gpus) if gpus and len(hosts) <= 1 else None),
         "nodes": len(hosts) if hosts else (1 if gpus else None),
@@ -186,10 +198,10 @@ def machine(run: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def against_reference(
-    run: dict[str, Any], what: str, busbw: float, metric: Metric, found: dict[str, Any], nccl: dict[str, Any]
+    run: dict[str, Any], busbw: float, metric: Metric, found: dict[str, Any], nccl: dict[str, Any]
 ) -> Judged:
     figure = COLLECTIVE_FIGURE.get(collective_of(run) or "")
-    said = f"{what}: busbw {busbw:.4g} GB/s at {references.size_text(metric.labels['bytes'])}"
+    said = f"busbw {busbw:.4g} GB/s at {references.size_text(metric.labels['bytes'])}"
     if figure is None:
         return judged(Status.PASS, f"{said}; no published figure for this collective: shown, not judged", [metric])
     if found["model"] is None:
@@ -213,12 +225,12 @@ def one_node(
     one below it is told what NVLS would give). A PCIe-only model without a published figure: its PCIe link's."""
     algo = expect.algorithm(run.get("env") or {})
     where = f"{said} on {found['gpus']}x {found['model']}"
-    nvls = references.healthy(figure, found["model"], gpus=found["gpus"], nodes=1, algo="nvls")
-    nvls = nvls if nvls and references.states(nvls, "gpus", "algo") else None
+    stated = ("gpus", "algo")
+    nvls = references.healthy(figure, found["model"], stated, gpus=found["gpus"], nodes=1, algo="nvls")
     if algo is None and nvls and busbw >= nvls.value * references.PASS_AT:
         return verdict_on(busbw, metric, expect.Expectation(nvls.value, nvls.cite()), where, "NVLS")
-    healthy = references.healthy(figure, found["model"], gpus=found["gpus"], nodes=1, algo=algo or "ring")
-    if healthy is None or not references.states(healthy, "gpus"):
+    healthy = references.healthy(figure, found["model"], ("gpus",), gpus=found["gpus"], nodes=1, algo=algo or "ring")
+    if healthy is None:
         return pcie_only(busbw, metric, found, where, figure)
     row, fix = verdict_on(
         busbw, metric, expect.Expectation(healthy.value, healthy.cite()), where, f"NCCL_ALGO={algo}" if algo else "Ring"
@@ -231,7 +243,7 @@ def one_node(
 def pcie_only(busbw: float, metric: Metric, found: dict[str, Any], where: str, figure: str) -> Judged:
     """A model without NVLink (hardware.toml) all-reduces over PCIe: its x16 link at its generation, through
     host memory unless P2P is known to work (a GeForce never has it); an estimate, and said so."""
-    model = next((m for m in load_data("hardware.toml")["gpu"] if m["model"] == found["model"]), {})
+    model = found["entry"]
     if (
         figure != "allreduce_busbw"
         or model.get("nvlink_links")
@@ -265,14 +277,14 @@ def across_nodes(
 ) -> Judged:
     """Between nodes the network sets the figure, or the NVLink of one multi-node domain (an NVL72 rack)."""
     where = f"{said} on {found['gpus'] or '?'} GPUs, {found['nodes']} nodes of {found['model']}"
-    domain = references.healthy(figure, found["model"], link="mnnvl")
-    if domain and references.states(domain, "link") and (found["gpus"] or 0) <= (domain_size(domain) or 0):
+    domain = references.healthy(figure, found["model"], ("link",), link="mnnvl")
+    if domain and (found["gpus"] or 0) <= (domain.gpus or 0):
         expected = expect.Expectation(domain.value, domain.cite())
         return verdict_on(
             busbw,
             metric,
             expected,
-            f"{where} (taken as one NVLink domain: {found['model']} racks hold {domain_size(domain)} GPUs)",
+            f"{where} (taken as one NVLink domain: {found['model']} racks hold {domain.gpus} GPUs)",
             "one multi-node NVLink domain",
         )
     nics = nccl.get("ib_devices") or []
@@ -291,14 +303,8 @@ def across_nodes(
     )
 
 
-def domain_size(found: references.Healthy) -> int | None:
-    """The GPUs of the published multi-node NVLink run (one rack's worth)."""
-    row = next((r for r in references.rows() if r.get("model") == found.model and r.get("link") == "mnnvl"), {})
-    return int(row["gpus"]) if row.get("gpus") else None
-
-
 def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where: str, normal: str) -> Judged:
-    status, judged_metric = expect.verdict("busbw", busbw, "GB/s", expected, 0.75)
+    status, judged_metric = expect.verdict("busbw", busbw, "GB/s", expected, references.FAIL_BELOW)
     judged_metric.labels = metric.labels
     if status == Status.PASS:
         return judged(status, f"{where}: normal for {normal} (healthy {expected.value:.4g})", [judged_metric])
@@ -353,7 +359,7 @@ def judge_case(case: dict[str, Any], devices: list[dict[str, Any]]) -> list[Judg
     if kind is None or (case.get("status") or "Passed").lower() not in ("passed", "pass"):
         return []
     cells = gpu_cells(case, kind)
-    return [judge_cell(index, case["name"], kind, peer, value, devices) for index, peer, value in cells]
+    return [judge_figure(index, case["name"], kind, peer, value, devices) for index, peer, value in cells]
 
 
 def gpu_cells(case: dict[str, Any], kind: str) -> list[tuple[int, int | None, float]]:
@@ -381,13 +387,6 @@ def _index(label: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def judge_cell(index_of: int, *args: Any) -> Judged:
-    """judge_figure's row, as the GPU it is about."""
-    row, fix = judge_figure(index_of, *args)
-    row.index = index_of
-    return row, fix
-
-
 def judge_figure(
     index: int, case: str, kind: str, peer: int | None, value: float, devices: list[dict[str, Any]]
 ) -> Judged:
@@ -396,7 +395,7 @@ def judge_figure(
     where = f"-> GPU {peer} " if peer is not None else ""
     expected = cell_expectation(kind, model)
     figure = value * 2 if kind == "hbm" else value  # nvbandwidth counts one direction of a local copy
-    status, metric = expect.verdict(kind, figure, "GB/s", expected, 0.75)
+    status, metric = expect.verdict(kind, figure, "GB/s", expected, references.FAIL_BELOW)
     metric.labels = {"case": case, "gpu": index, **({"peer": peer} if peer is not None else {})}
     counted = " (read + write)" if kind == "hbm" else ""
     if expected is None:
@@ -406,10 +405,11 @@ def judge_figure(
             f"{where}{case}: {figure:.4g} GB/s{counted}; unjudgeable: the GPU ({name}) has no published figure",
             [metric],
             Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
+            index,
         )
     text = f"{where}{case}: {figure:.4g} GB/s{counted}"
     if status == Status.PASS:
-        return judged(status, f"{text} (healthy {expected.value:.4g})", [metric])
+        return judged(status, f"{text} (healthy {expected.value:.4g})", [metric], index=index)
     return judged(
         status,
         f"{text}, {expect.shortfall(metric)}",
@@ -419,6 +419,7 @@ def judge_figure(
             "on the far socket, P2P off, or a degraded NVLink.",
             ["nvidia-smi -q -d PCIE -i <GPU>", "nvidia-smi topo -m", "nvidia-smi nvlink -s"],
         ),
+        index,
     )
 
 
@@ -432,8 +433,8 @@ def cell_expectation(kind: str, model: dict[str, Any]) -> expect.Expectation | N
         return expect.pcie_copy_expectation(gpu, kind)
     if kind == "hbm":
         return expect.model_expectation({"name": model["names"][0]}, "hbm_gbps")
-    found = references.healthy("p2p_gbps", model["model"], link="nvlink")
-    if found and references.states(found, "link"):
+    found = references.healthy("p2p_gbps", model["model"], ("link",), link="nvlink")
+    if found:
         return expect.Expectation(found.value, found.cite())
     return None
 

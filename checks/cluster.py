@@ -212,8 +212,8 @@ def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation |
 
 def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation | None:
     """Nodes whose GPUs share one NVLink domain all-reduce over NVLink, not the network."""
-    found = references.healthy("allreduce_busbw", nets[0].get("model"), link="mnnvl")
-    if found is None or not references.states(found, "link"):
+    found = references.healthy("allreduce_busbw", nets[0].get("model"), ("link",), link="mnnvl")
+    if found is None:
         return None
     gpus = sum(int(net.get("gpus") or 0) for net in nets)
     return expect.Expectation(found.value, f"{gpus} GPUs in one multi-node NVLink domain; {found.cite()}")

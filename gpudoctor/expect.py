@@ -168,23 +168,27 @@ def hop(a: dict[str, Any], b: dict[str, Any], route: Route) -> Hop | None:
     links, how = nvlinks_between(a, b)
     theory = link_rate(a, links) if links and route.p2p else None
     if theory:
-        return Hop(theory, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s)", nvlink=True)
+        return Hop(theory, f"NVLink {nvlink_generation(a)} x{links} {how} ({theory:g} GB/s)", "nvlink")
     slowest = min((pcie_gbps(*pcie_link(g)) or 0, pcie_link(g)) for g in (a, b))
     if not slowest[0] or route.kind == "NET":
         return None
     gen, width = slowest[1]
     kind = "pcie_allreduce_p2p" if route.p2p else "pcie_allreduce_no_p2p"
-    return Hop(slowest[0], f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), {route.said}", nvlink=False, kind=kind)
+    return Hop(slowest[0], f"PCIe Gen{gen} x{width} ({slowest[0]:g} GB/s), {route.said}", kind)
 
 
 @dataclass(frozen=True)
 class Hop:
-    """A ring hop's line rate per direction, how it is made, and (for PCIe) which estimate applies."""
+    """A ring hop's line rate per direction, how it is made, and its kind: "nvlink", or the PCIe estimate that
+    applies (hardware.toml [efficiency])."""
 
     rate: float
     said: str
-    nvlink: bool
-    kind: str = ""
+    kind: str
+
+    @property
+    def nvlink(self) -> bool:
+        return self.kind == "nvlink"
 
 
 @dataclass(frozen=True)
@@ -336,12 +340,14 @@ def nvlink_allreduce(gpus: list[dict[str, Any]], algo: str | None) -> Expectatio
     algorithm reaches Ring's figure, NVLS more), else derived from the slowest GPU's NVLink line rate."""
     model = gpu_model(gpus[0]) or {}
     wanted = algo or "ring"
-    found = references.healthy("allreduce_busbw", model.get("model"), gpus=len(gpus), nodes=1, algo=wanted)
-    found = found if found and references.states(found, "gpus", "algo") else None
+    stated = ("gpus", "algo")
+    found = references.healthy("allreduce_busbw", model.get("model"), stated, gpus=len(gpus), nodes=1, algo=wanted)
     if found is not None:
-        faster = references.healthy("allreduce_busbw", model.get("model"), gpus=len(gpus), nodes=1, algo="nvls")
+        faster = references.healthy(
+            "allreduce_busbw", model.get("model"), ("algo",), gpus=len(gpus), nodes=1, algo="nvls"
+        )
         note = ""
-        if algo is None and faster and references.states(faster, "algo") and faster.value > found.value:
+        if algo is None and faster and faster.value > found.value:
             note = f"; NVLS, where NCCL uses it, gives ~{faster.value:.4g} GB/s"
         return Expectation(found.value, found.cite() + note)
     rate = min((link_rate(g, active_links(g)) or 0.0) for g in gpus)
@@ -401,33 +407,23 @@ def best_ring(n: int, weight: Callable[[int, int], float]) -> list[int]:
 
 def pcie_copy_expectation(gpu: dict[str, Any], way: str = "h2d") -> Expectation | None:
     """Pinned copies between host and GPU (`way` h2d or d2h): over NVLink-C2C on a Grace part, else its PCIe
-    link; the model's published figure over that link, else the link's line rate x what published copies reach
-    of theirs. None for a MIG slice (its share of the copy engines is not published)."""
+    link; the model's published figure over that link (a full-width one), else the link's line rate x what
+    published copies reach of theirs. None for a MIG slice (its share of the copy engines is not published)."""
     if gpu.get("mig_slice"):
         return None
     model = gpu_model(gpu) or {}
     if model.get("c2c_gbps"):
-        return _host_link(model, way, "c2c", float(model["c2c_gbps"]), "NVLink-C2C")
-    gen, width = pcie_link(gpu)
-    theory = pcie_gbps(gen, width)
-    if not theory:
-        return None
-    if width == 16 or width is None:
-        found = _host_link(model, way, f"pcie{gen}", theory, f"PCIe Gen{gen} x{width}", published_only=True)
-        if found:
-            return found
-    return _host_link({}, way, f"pcie{gen}", theory, f"PCIe Gen{gen} x{width}")
-
-
-def _host_link(
-    model: dict[str, Any], way: str, link: str, theory: float, said: str, published_only: bool = False
-) -> Expectation | None:
-    found = references.healthy(f"{way}_gbps", model.get("model"), link=link)
-    if found and references.states(found, "link"):
+        link, theory, said, rate = "c2c", float(model["c2c_gbps"]), "NVLink-C2C", _c2c_theory
+    else:
+        gen, width = pcie_link(gpu)
+        link, theory, said, rate = f"pcie{gen}", pcie_gbps(gen, width), f"PCIe Gen{gen} x{width}", _pcie_theory
+        if not theory:
+            return None
+        model = model if width in (16, None) else {}  # a narrower link than the published figure's
+    found = references.healthy(f"{way}_gbps", model.get("model"), ("link",), link=link)
+    if found:
         return Expectation(found.value, found.cite())
-    if published_only:
-        return None
-    ratio = references.theory_ratio(f"{way}_gbps", _c2c_theory if link == "c2c" else _pcie_theory)
+    ratio = references.theory_ratio(f"{way}_gbps", rate)
     if ratio is None:
         return None
     return Expectation(theory * ratio[0], f"{said} ({theory:g} GB/s) x {ratio[1]}")
@@ -450,8 +446,8 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
     theory = link_rate(a, links) if links else None
     if theory:
         model = gpu_model(a) or {}
-        found = references.healthy("p2p_gbps", model.get("model"), link="nvlink")
-        if found and references.states(found, "link") and links == model.get("nvlink_links"):
+        found = references.healthy("p2p_gbps", model.get("model"), ("link",), link="nvlink")
+        if found and links == model.get("nvlink_links"):
             return Expectation(found.value, found.cite())
         ratio = references.theory_ratio("p2p_gbps", _nvlink_theory, link="nvlink")
         if ratio is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -30,6 +31,11 @@ SEVERITY = {
     Status.ERROR: 3,
     Status.TIMEOUT: 3,
 }
+
+
+def finite_number(value: Any) -> bool:
+    """A number a report can hold and compare: int or float, finite, not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:

@@ -3,8 +3,10 @@ conditions), and the one rule that turns a healthy figure into a verdict.
 
 The rule, for every figure gpudoctor judges against a published one (docs/REFERENCES.md says why):
 - pass at or above PASS_AT (0.85) of the healthy figure: published healthy runs of one model under one set of
-  conditions spread by about 10% (8x H100 all-reduce 467-487 GB/s across four clouds), and a node within that
-  spread of the figure is a healthy node;
+  conditions agree within about 2% at their peak (8x H100 NVLS all-reduce 470.7, 478.9, 480 GB/s; 8x A100 Ring
+  230.8, 231.6, 235.3), and the same healthy runs read 0.89-0.95 of their peak at 256 MiB (419.5 of 470.7,
+  222.4 of 235.3: tests/fixtures/benchmarks/nccl-tests), so a healthy node measured at smaller sizes, or with
+  an older NCCL, still passes;
 - fail below the check's `floor` (0.75 by default) of it: NVIDIA's own diagnostic (DCGM, nvvs/diag-skus.yaml.in)
   fails each SKU below 0.75 of what its profiler measured there;
 - between the two, a warning: slower than healthy nodes of the model, not slow enough to call broken.
@@ -45,6 +47,7 @@ class Healthy:
     date: str
     conditions: str
     stated: frozenset[str] = frozenset()  # which of CONDITIONS the published row states
+    gpus: int | None = None  # the size of the published run
 
     def cite(self) -> str:
         """`model, conditions: source, date`: what the report says beside the figure."""
@@ -60,49 +63,49 @@ def kind_of(row: dict[str, Any]) -> str:
     return str(row.get("kind") or "measured")
 
 
-def healthy(figure: str, model: str | None, **conditions: Any) -> Healthy | None:
+def healthy(figure: str, model: str | None, require: tuple[str, ...] = (), **conditions: Any) -> Healthy | None:
     """The published healthy figure for `model`'s `figure` under `conditions` (gpus, nodes, algo, link, mesh,
-    nics, nic_gbits; None means any): rows stating a different condition are out; of the rest, those stating
-    the most of the conditions asked, then the best kind, then the median of their values."""
+    nics, nic_gbits; None means any): rows stating a different condition are out, and so are rows that do not
+    state each condition in `require` (a figure for "8 GPUs" is no figure for any count); of the rest, those
+    stating the most of the conditions asked, then the best kind, then the median of their values."""
     if not model:
         return None
-    fits = [r for r in _candidates(figure, model) if all(_agrees(r, k, v) for k, v in conditions.items())]
+    fits = [
+        r
+        for r in rows()
+        if usable(r)
+        and r.get("figure") == figure
+        and r.get("model") == model
+        and all(key in r for key in require)
+        and all(_agrees(r, k, v) for k, v in conditions.items())
+    ]
     if not fits:
         return None
     stated = max(_stated(r, conditions) for r in fits)
-    fits = [r for r in fits if _stated(r, conditions) == stated]
-    best = min(KINDS.index(kind_of(r)) for r in fits)
-    fits = sorted((r for r in fits if KINDS.index(kind_of(r)) == best), key=lambda r: float(r["value"]))
-    return _healthy(fits[(len(fits) - 1) // 2])
+    return _healthy(best([r for r in fits if _stated(r, conditions) == stated]))
 
 
 def per_nic() -> Healthy | None:
     """What one 400 Gb/s NIC carries of a healthy all-reduce between nodes, for any GPU (nccl-tests' maintainers
     state it for ConnectX-7 at NDR): the best-kind published figure, median of its kind."""
-    found = [r for r in rows() if r.get("figure") == "nic_busbw_per_400g" and kind_of(r) in KINDS and "model" not in r]
+    found = [r for r in rows() if usable(r) and r.get("figure") == "nic_busbw_per_400g" and "model" not in r]
     found = [r for r in found if r.get("nic_gbits") == 400] or found  # stated for 400G NICs, not scaled to them
     if not found:
         return None
-    best = min(KINDS.index(kind_of(r)) for r in found)
-    found = sorted((r for r in found if KINDS.index(kind_of(r)) == best), key=lambda r: float(r["value"]))
-    row = found[(len(found) - 1) // 2]
-    return Healthy(
-        float(row["value"]),
-        str(row.get("unit", "")),
-        "any GPU",
-        kind_of(row),
-        str(row.get("source", "")),
-        str(row.get("date", "")),
-        "per 400 Gb/s NIC, " + kind_of(row).replace("_", " "),
-    )
+    row = best(found)
+    return _healthy(row, "any GPU", "per 400 Gb/s NIC, " + kind_of(row).replace("_", " "))
 
 
-def _candidates(figure: str, model: str) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in rows()
-        if r.get("figure") == figure and r.get("model") == model and kind_of(r) in KINDS and r.get("healthy", True)
-    ]
+def usable(row: dict[str, Any]) -> bool:
+    """A published figure of healthy hardware: a health check's floor is not one, nor a run marked unhealthy."""
+    return kind_of(row) in KINDS and row.get("healthy", True)
+
+
+def best(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of several published figures, the best kind's, and of those the median (the lower of two middles)."""
+    rank = min(KINDS.index(kind_of(r)) for r in found)
+    ranked = sorted((r for r in found if KINDS.index(kind_of(r)) == rank), key=lambda r: float(r["value"]))
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def _agrees(row: dict[str, Any], key: str, wanted: Any) -> bool:
@@ -113,21 +116,22 @@ def _stated(row: dict[str, Any], conditions: dict[str, Any]) -> int:
     return sum(1 for k, v in conditions.items() if v is not None and row.get(k) == v)
 
 
-def _healthy(row: dict[str, Any]) -> Healthy:
+def _healthy(row: dict[str, Any], model: str | None = None, conditions: str | None = None) -> Healthy:
     return Healthy(
         float(row["value"]),
         str(row.get("unit", "")),
-        str(row["model"]),
+        model or str(row["model"]),
         kind_of(row),
         str(row.get("source", "")),
         str(row.get("date", "")),
-        _conditions(row),
+        _conditions(row) if conditions is None else conditions,
         frozenset(k for k in CONDITIONS if k in row),
+        int(row["gpus"]) if row.get("gpus") else None,
     )
 
 
 def states(found: Healthy, *keys: str) -> bool:
-    """The published figure states every one of `keys` (a figure for "8 GPUs" is no figure for any count)."""
+    """The published figure states every one of `keys`."""
     return all(k in found.stated for k in keys)
 
 
@@ -204,6 +208,7 @@ def model_figure(figure: str, model: dict[str, Any] | None, **conditions: Any) -
     return healthy(figure, model["model"], **conditions) or from_datasheet(figure, model)
 
 
+@cache
 def theory_ratio(
     figure: str, theory: Callable[[dict[str, Any], dict[str, Any]], float | None], **conditions: Any
 ) -> tuple[float, str] | None:
@@ -212,9 +217,9 @@ def theory_ratio(
     models = {m["model"]: m for m in hardware()["gpu"]}
     ratios = []
     for row in rows():
-        if row.get("figure") != figure or kind_of(row) not in KINDS or row.get("model") not in models:
+        if not usable(row) or row.get("figure") != figure or row.get("model") not in models:
             continue
-        if not row.get("healthy", True) or any(row.get(k) != v for k, v in conditions.items()):
+        if any(row.get(k) != v for k, v in conditions.items()):
             continue
         rate = theory(row, models[row["model"]])
         if rate:

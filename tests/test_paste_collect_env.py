@@ -21,7 +21,7 @@ SAMPLES = PASTES / "collect_env"
 
 def read(text: str) -> Found:
     """The collect_env reader alone over `text`, split as gpudoctor.paste.read splits a paste."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     collect_env.read(found)
     return found
 

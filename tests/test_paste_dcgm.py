@@ -25,7 +25,7 @@ OTHER_KINDS = [p for p in (FIXTURES / "pastes").iterdir() if p.is_dir()] + [
 
 def found_in(text: str) -> Found:
     """The dcgmi diag reader alone, lines split as paste.read splits them."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     dcgm_diag.read(found)
     return found
 

@@ -34,7 +34,7 @@ def sighted(found: Found) -> list[tuple[str, int]]:
 
 def engine(text: str) -> Found:
     """The signature engine alone over `text`, split as gpudoctor.paste.read splits a paste."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     signatures.read(found)
     return found
 

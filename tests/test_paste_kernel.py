@@ -30,7 +30,7 @@ OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "nccl")
 def found_in(path: Path) -> Found:
     """The kernel reader alone over a fixture, lines split as paste.read splits them."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     kernel.read(found)
     return found
 

@@ -26,7 +26,7 @@ OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "kernel", "bug-report", "i
 
 def found_in(text: str) -> Found:
     """The NCCL reader alone, lines split as paste.read splits them."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     nccl.read(found)
     return found
 

@@ -39,7 +39,7 @@ class Run(NamedTuple):
 
 def runs_in(text: str) -> list[dict[str, Any]]:
     """The reader alone, lines split as paste.read splits them."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     nccl_tests.read(found)
     return found.facts.get("benchmarks", {}).get("nccl_tests", [])
 

@@ -25,7 +25,7 @@ REAL_XML = FIXTURES / "real" / "H100-80GB-HBM3.nvidia-smi-q-x.xml"
 
 def read(text: str) -> Found:
     """The nvidia-smi reader alone over `text`, split as gpudoctor.paste.read splits a paste."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     nvsmi_text.read(found)
     return found
 

@@ -7,11 +7,10 @@ that fails is treated as never sent, with the reason, never as a crash.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpudoctor.cluster.env import NODE_NAME
-from gpudoctor.model import Status
+from gpudoctor.model import Status, finite_number
 
 STATUSES = tuple(s.value for s in Status)  # a tuple: `in` on a set raises for a list or dict
 MAX_LOCAL_RANKS = 4096
@@ -27,10 +26,6 @@ def _text(value: Any, limit: int = 65536) -> bool:
 
 def _whole(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _texts(value: Any) -> bool:
@@ -61,7 +56,7 @@ def report_problem(value: Any, rank: int) -> str | None:
         "warning": _texts(value.get("warning", [])),
         "cluster_checks": _texts(value.get("cluster_checks", [])),
         "figures": isinstance(value.get("figures", {}), dict)
-        and all(_text(k) and _number(v) for k, v in value.get("figures", {}).items()),
+        and all(_text(k) and finite_number(v) for k, v in value.get("figures", {}).items()),
         "infiniband": isinstance(value.get("infiniband", []), list),
         "network": _network(value.get("network", {})),
         "software": _software(value.get("software", {})),
@@ -78,11 +73,11 @@ def _network(value: Any) -> bool:
     nics = value.get("nics", [])
     return (
         isinstance(nics, list)
-        and all(isinstance(n, dict) and _text(n.get("device")) and _number(n.get("gbits")) for n in nics)
+        and all(isinstance(n, dict) and _text(n.get("device")) and finite_number(n.get("gbits")) for n in nics)
         and _texts(value.get("left_out", []))
         and (value.get("nvlink_domain") is None or _text(value.get("nvlink_domain")))
         and (value.get("model") is None or _text(value.get("model")))
-        and _number(value.get("gpus", 0))
+        and finite_number(value.get("gpus", 0))
     )
 
 
@@ -91,7 +86,7 @@ def _software(value: Any) -> bool:
         return False
     versions, settings = value.get("versions", {}), value.get("settings", {})
     good_versions = isinstance(versions, dict) and all(
-        v is None or _text(v, 256) or _number(v) for v in versions.values()
+        v is None or _text(v, 256) or finite_number(v) for v in versions.values()
     )
     return good_versions and isinstance(settings, dict) and all(_text(v, 4096) for v in settings.values())
 
@@ -114,7 +109,7 @@ def _metric(value: Any) -> bool:
     return (
         isinstance(value, dict)
         and _text(value.get("name"), 256)
-        and (value.get("value") is None or _number(value.get("value")) or _text(value.get("value"), 4096))
+        and (value.get("value") is None or finite_number(value.get("value")) or _text(value.get("value"), 4096))
         and isinstance(value.get("baseline", False), bool)
     )
 
@@ -167,7 +162,7 @@ def plan_ok(value: Any) -> bool:
         and _whole(value.get("world_size"), 1, 10**7)
         and _text(value.get("master_addr"), 253)
         and _whole(value.get("port"), 1, 65535)
-        and _number(value.get("timeout_s"))
+        and finite_number(value.get("timeout_s"))
         and value["timeout_s"] > 0
         and isinstance(value.get("params"), dict)
     )

@@ -27,7 +27,7 @@ READERS = {
 
 def read(text: str) -> Found:
     """Every reader over `text`'s lines."""
-    found = Found(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    found = Found.of(text)
     for module in READERS.values():
         importlib.import_module(f"gpudoctor.paste.{module}").read(found)
     return found

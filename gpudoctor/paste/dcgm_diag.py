@@ -45,8 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.paste.found import Found
-from gpudoctor.paste.nvbandwidth import json_blocks, listed
+from gpudoctor.paste.found import Found, json_blocks, listed
 
 READER = "dcgmi diag"
 PIECE = 45  # DATA_INFO_TAG_LEN: a message is printed 45 characters a row

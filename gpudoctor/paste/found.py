@@ -7,6 +7,7 @@ fact, so a judge still has one to read and the conflict is a finding of its own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,11 @@ class Found:
     conflicts: dict[str, list[tuple[Any, Origin]]] = field(default_factory=dict)
     signatures: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)  # reader -> how many things it recognised
+
+    @classmethod
+    def of(cls, text: str) -> Found:
+        """A paste's text split into lines as every reader reads them (any newline convention)."""
+        return cls(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
     def origin(self, reader: str, line: int) -> Origin:
         """`line` is 0-based, an index into `lines`."""
@@ -105,3 +111,32 @@ def _completes(whole: Any, cut: Any) -> bool:
     if not (isinstance(whole, str) and isinstance(cut, str) and cut.endswith("...")):
         return False
     return whole != cut and whole.startswith(cut[:-3].rstrip())
+
+
+def json_blocks(found: Found, key: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """Each JSON object in the paste with `key` at its top: the lines it spans (0-based, end exclusive) and the
+    object. jsoncpp's styled output puts the opening brace on a line of its own, the key on the next."""
+    quoted = f'"{key}"'
+    blocks: list[tuple[int, int, dict[str, Any]]] = []
+    decoder = json.JSONDecoder()
+    after = -1
+    for number, line in enumerate(found.lines):
+        if number <= after or quoted not in line or not line.lstrip().startswith(quoted):
+            continue
+        start = next((n for n in range(number - 1, max(number - 4, -1), -1) if found.lines[n].strip() == "{"), None)
+        if start is None:
+            continue
+        text = "\n".join(found.lines[start : start + 200_000])
+        try:
+            obj, size = decoder.raw_decode(text.lstrip())
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            after = start + text.lstrip()[:size].count("\n")
+            blocks.append((start, after + 1, obj))
+    return blocks
+
+
+def listed(value: Any) -> list[Any]:
+    """A JSON value that should be a list, as one: anything else (a string, a number, null) as none."""
+    return value if isinstance(value, list) else []

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.paste.found import Found
+from gpudoctor.paste.found import Found, listed
 
 READER = "nccl-tests"
 MAX_GAP = 20  # lines of other text (not NCCL's log, not blank) after which a run's table is over
@@ -461,10 +461,6 @@ def from_json(document: dict[str, Any], line0: int) -> dict[str, Any]:
         nccl_version=nccl_version_text(code) if json_int(code) is not None else None,
         env=env,
     )
-
-
-def listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def json_device(item: Any) -> dict[str, Any] | None:

@@ -38,12 +38,11 @@ Formats, from NVIDIA/nvbandwidth (66746a3b, v0.8, and earlier tags):
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.paste.found import Found
+from gpudoctor.paste.found import Found, json_blocks, listed
 
 READER = "nvbandwidth"
 MAX_CELLS = 100_000  # a matrix larger than this is not nvbandwidth's (1024 GPUs squared is 1M; none that large)
@@ -252,30 +251,6 @@ def testcase(name: str | None, line: int, status: str | None) -> dict[str, Any]:
     }
 
 
-def json_blocks(found: Found, key: str) -> list[tuple[int, int, dict[str, Any]]]:
-    """Each JSON object in the paste with `key` at its top: the lines it spans (0-based, end exclusive) and the
-    object. jsoncpp's styled output puts the opening brace on a line of its own, the key on the next."""
-    quoted = f'"{key}"'
-    blocks: list[tuple[int, int, dict[str, Any]]] = []
-    decoder = json.JSONDecoder()
-    after = -1
-    for number, line in enumerate(found.lines):
-        if number <= after or quoted not in line or not line.lstrip().startswith(quoted):
-            continue
-        start = next((n for n in range(number - 1, max(number - 4, -1), -1) if found.lines[n].strip() == "{"), None)
-        if start is None:
-            continue
-        text = "\n".join(found.lines[start : start + 200_000])
-        try:
-            obj, size = decoder.raw_decode(text.lstrip())
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
-            after = start + text.lstrip()[:size].count("\n")
-            blocks.append((start, after + 1, obj))
-    return blocks
-
-
 def names_at(found: Found, start: int, end: int) -> dict[str, int]:
     """Where each `"name" : "x"` of a styled JSON block is (0-based, the first of each name)."""
     at: dict[str, int] = {}
@@ -338,11 +313,6 @@ def split_stacked(name: str, cells: list[list[float | None]], width: int) -> lis
     kind = "write" if "_write" in name else "read"
     suffixes = (f"_{kind}1", f"_{kind}2", "_total")
     return [(name + suffix, cells[i * width : (i + 1) * width]) for i, suffix in enumerate(suffixes)]
-
-
-def listed(value: Any) -> list[Any]:
-    """A JSON value that should be a list, as one: anything else (a string, a number, null) as none."""
-    return value if isinstance(value, list) else []
 
 
 def json_cell(value: Any) -> float | None:

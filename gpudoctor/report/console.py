@@ -5,7 +5,6 @@ Rich honours NO_COLOR and writes no colour codes when the output is not a termin
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
@@ -17,7 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Status
+from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Status, finite_number
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -162,10 +161,10 @@ def judgement(metric: Metric, whole: bool = True) -> str:
     """`pass >= 408, healthy 480: <source>` for a figure with a numeric pass line and a comparison ("" for
     any other): the line it had to meet and, where known, the healthy figure that line is a fraction of."""
     comparison, expected = metric.comparison, metric.expected
-    if comparison not in (">=", "<=") or not _finite(expected):
+    if comparison not in (">=", "<=") or not finite_number(expected):
         return ""
     text = f"pass {comparison} {_shown(expected)}"
-    if _finite(metric.reference):
+    if finite_number(metric.reference):
         text += f", healthy {_shown(metric.reference)}"
         source = metric.reference_source
     else:
@@ -184,10 +183,6 @@ def first_clause(source: str) -> str:
 
 def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class LiveProgress:

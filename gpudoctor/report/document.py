@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 from datetime import datetime
 from importlib import resources
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
-from gpudoctor.model import SEVERITY, Result, Row, Status, result_from_dict, worst
+from gpudoctor.model import SEVERITY, Result, Row, Status, finite_number, result_from_dict, worst
 
 # 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
 # confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
@@ -187,7 +186,7 @@ def _judged_figure(row: Row) -> dict[str, Any] | None:
 def _ratio(figure: dict[str, Any] | None) -> float:
     """How far a figure stands from its pass line, below 1 the worse side: value over line, or line over value
     for a figure that must stay at or under its line (a time, an error count)."""
-    if not figure or not _number(figure["value"]) or not _number(figure["expected"]):
+    if not figure or not finite_number(figure["value"]) or not finite_number(figure["expected"]):
         return 1.0
     value, expected = figure["value"], figure["expected"]
     if figure.get("comparison") == "<=":
@@ -286,16 +285,12 @@ def _figure_ok(figure: Any) -> bool:
     return (
         isinstance(figure.get("name"), str)
         and isinstance(figure.get("unit", ""), str)
-        and _number(figure.get("value"))
-        and (figure["expected"] is None or isinstance(figure["expected"], str) or _number(figure["expected"]))
+        and finite_number(figure.get("value"))
+        and (figure["expected"] is None or isinstance(figure["expected"], str) or finite_number(figure["expected"]))
         and figure["comparison"] in (None, ">=", "<=")
-        and (figure["reference"] is None or _number(figure["reference"]))
+        and (figure["reference"] is None or finite_number(figure["reference"]))
         and all(isinstance(figure[key], str | None) for key in ("expected_source", "reference_source"))
     )
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _node_problem(node: Any, cluster: dict[str, Any]) -> str:

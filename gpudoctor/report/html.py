@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import math
 from collections import Counter
 from typing import Any
+
+from gpudoctor.model import finite_number
 
 STATUSES = ("fail", "error", "timeout", "warn", "pass", "skip")
 RANK = {status: n for n, status in enumerate(STATUSES)}  # worst first
@@ -203,7 +204,7 @@ def _figures(checks: list[dict[str, Any]]) -> str:
     for check in checks:
         found += [(check, None, m) for m in check.get("metrics", [])]
         found += [(check, r, m) for r in check.get("rows", []) for m in r.get("metrics", [])]
-    judged = [(c, r, m) for c, r, m in found if _number(m.get("value")) and _number(m.get("expected"))]
+    judged = [(c, r, m) for c, r, m in found if finite_number(m.get("value")) and finite_number(m.get("expected"))]
     if not judged:
         return ""
     lines = "".join(_figure_line(c, r, m) for c, r, m in judged[:FIGURES_SHOWN])
@@ -221,7 +222,7 @@ def _figure_line(check: dict[str, Any], row: dict[str, Any] | None, metric: dict
     where = f"{_where(row)} " if row else ""
     labels = ", ".join(f"{k}={v}" for k, v in metric.get("labels", {}).items())
     status = _figure_status(metric, row["status"] if row else check["status"])
-    reference = metric.get("reference") if _number(metric.get("reference")) else None
+    reference = metric.get("reference") if finite_number(metric.get("reference")) else None
     source = metric.get("reference_source") if reference is not None else None
     hover = f' title="{e(source)}"' if source else ""
     return (
@@ -241,7 +242,7 @@ def _figure_text(metric: dict[str, Any]) -> str:
     if not comparison:
         return f"{value} {e(unit)} of {expected}{how}"
     text = f"{value} {e(unit)}, pass {e(comparison)} {expected} {e(unit)}{how}"
-    if _number(metric.get("reference")):
+    if finite_number(metric.get("reference")):
         title = f' title="{e(metric["reference_source"])}"' if metric.get("reference_source") else ""
         text += f'<br><span class="muted"{title}>{e(_healthy(metric))}</span>'
     return text
@@ -271,7 +272,7 @@ def _bar(metric: dict[str, Any], status: str) -> str:
     the pass line that passes shaded green (right of it where more is better, left of it where less is): all on
     one scale, the largest of the three at 0.9 of the width."""
     value, expected = float(metric["value"]), float(metric["expected"])
-    reference = float(metric["reference"]) if _number(metric.get("reference")) else None
+    reference = float(metric["reference"]) if finite_number(metric.get("reference")) else None
     comparison, unit = _comparison(metric) or ">=", metric.get("unit") or ""
     top = max(value, expected, reference or 0.0) / 0.9 or 1.0
 
@@ -308,10 +309,6 @@ def _tick(at: float, colour: str, dashes: str, said: str) -> str:
 
 def _fill(status: str) -> str:
     return {"pass": "#2e7d32", "warn": "#f9a825", "skip": "#9e9e9e", "error": "#8e24aa"}.get(status, "#c62828")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _fmt(value: float) -> str:
@@ -402,9 +399,9 @@ def _findings(findings: list[dict[str, Any]]) -> str:
 def _finding(finding: dict[str, Any]) -> str:
     where = f"{finding['node']} -> {finding['peer']}" if finding.get("peer") else finding["node"]
     figure = finding.get("figure") or {}
-    value = f"{_fmt(figure['value'])} {figure.get('unit', '')}" if _number(figure.get("value")) else ""
+    value = f"{_fmt(figure['value'])} {figure.get('unit', '')}" if finite_number(figure.get("value")) else ""
     reference = figure.get("expected")
-    reference = f"{_fmt(reference)} {figure.get('unit', '')}" if _number(reference) else reference
+    reference = f"{_fmt(reference)} {figure.get('unit', '')}" if finite_number(reference) else reference
     reference = f"pass {_comparison(figure)} {reference}" if _comparison(figure) and reference else reference
     source = "; ".join(filter(None, (figure.get("expected_source"), _healthy(figure))))
     confirmed = {True: "confirmed", False: "not confirmed (never drained)"}.get(finding.get("confirmed"), "")
@@ -417,7 +414,7 @@ def _finding(finding: dict[str, Any]) -> str:
 
 def _healthy(figure: dict[str, Any]) -> str:
     """`healthy 480 GB/s: <where that was published>` for a figure that carries its healthy reference, else ""."""
-    if not _number(figure.get("reference")):
+    if not finite_number(figure.get("reference")):
         return ""
     text = f"healthy {_fmt(figure['reference'])} {figure.get('unit') or ''}".rstrip()
     return text + (f": {figure['reference_source']}" if figure.get("reference_source") else "")
@@ -468,7 +465,7 @@ def _transfers(checks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
             continue
         for metric in check.get("metrics", []):
             labels = metric.get("labels", {})
-            if labels.get("stage") == "first" and _number(metric.get("value")) and "src" in labels:
+            if labels.get("stage") == "first" and finite_number(metric.get("value")) and "src" in labels:
                 found[(str(labels["src"]), str(labels.get("dst")))] = float(metric["value"])
     return found
 
