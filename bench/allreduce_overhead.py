@@ -18,10 +18,10 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from gpudoctor.checks.allreduce import CPU_SIZES, GPU_SIZES, bus_factor, combine
 
-from gpudoctor.launch import free_port, launch
+from gpudoctor.judging.allreduce import CPU_SIZES, GPU_SIZES, bus_factor, combine
 from gpudoctor.model import Status
+from gpudoctor.workloads.launch import free_port, launch
 
 
 def raw_rank(rank: int, world: int, port: int, backend: str, sizes: list[int], iters: int, queue: object) -> None:
@@ -62,7 +62,7 @@ def raw(world: int, backend: str, sizes: list[int], iters: int) -> list[float]:
 
 def tool(world: int, backend: str, sizes: list[int], iters: int) -> list[float]:
     params = {"sizes": sizes, "warmup": 5, "iters": iters, "out_of_place": False}
-    outcome = launch("gpudoctor.checks.allreduce:worker", world, backend, params, 600)
+    outcome = launch("gpudoctor.checks.ranks.allreduce:worker", world, backend, params, 600)
     if outcome.status != Status.PASS:
         sys.exit(f"gpudoctor run failed: {outcome.message}")
     return [row["bytes"] / row["in_place"]["algbw_gbps"] / 1e9 for row in combine(outcome.data, world)]

@@ -18,11 +18,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torchvision
-from gpudoctor.checks import ddp
 from torch.nn.parallel import DistributedDataParallel
 
-from gpudoctor.launch import free_port, launch
+from gpudoctor.judging import ddp
 from gpudoctor.model import Status
+from gpudoctor.workloads.launch import free_port, launch
 
 
 def plain_rank(rank: int, world: int, port: int, p: dict, queue: object) -> None:
@@ -66,7 +66,9 @@ def plain(world: int, p: dict) -> float:
 
 
 def tool(world: int, p: dict) -> float:
-    outcome = launch("gpudoctor.checks.ddp:worker", world, "nccl" if torch.cuda.is_available() else "gloo", p, 900)
+    outcome = launch(
+        "gpudoctor.checks.ranks.ddp:worker", world, "nccl" if torch.cuda.is_available() else "gloo", p, 900
+    )
     if outcome.status != Status.PASS:
         sys.exit(f"gpudoctor run failed: {outcome.message}")
     return p["batch_size"] / statistics.median(s for rank in outcome.data for s in rank["step_s"])

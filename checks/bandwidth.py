@@ -1,4 +1,5 @@
-"""Copy bandwidth per GPU: pinned host<->device against the PCIe link, device memory against the spec sheet."""
+"""Copy bandwidth per GPU: pinned host<->device against the PCIe link, device memory against the spec sheet.
+The copies run in checks/ranks/bandwidth.py."""
 
 from __future__ import annotations
 
@@ -19,105 +20,6 @@ from gpudoctor.api import (
     pci_address,
     worst,
 )
-
-
-def measure_host_device(params: dict[str, Any]) -> dict[str, Any]:
-    """One GPU at a time (so GPUs behind one switch do not share the figure), as nvbandwidth measures: pinned
-    buffers of its own, first touched from the CPUs of the GPU's NUMA node (`numa_cpus`: cuda index -> CPUs)
-    so the pages live there; every H2D and D2H copy verified against the source."""
-    import os
-
-    from gpudoctor.api import measure, progress
-
-    results = []
-    everywhere = os.sched_getaffinity(0)
-    for index in range(measure.cuda_devices()):
-        progress("bandwidth", f"GPU {index} host<->device")
-        cpus = set(params.get("numa_cpus", {}).get(str(index), [])) & everywhere
-        os.sched_setaffinity(0, cpus or everywhere)
-        try:
-            results.append({"cuda_index": index, **host_copies(index, params), "numa_node": numa_node(params, index)})
-        finally:
-            os.sched_setaffinity(0, everywhere)
-    return {"gpus": results}
-
-
-def numa_node(params: dict[str, Any], index: int) -> int | None:
-    return params.get("numa_nodes", {}).get(str(index))
-
-
-def host_copies(index: int, params: dict[str, Any]) -> dict[str, Any]:
-    """Pinned H2D and D2H on cuda:`index`, each copy's data checked (the destination cleared before it)."""
-    import torch
-
-    from gpudoctor.api import measure
-
-    numel = params["bytes"] // 4
-    device = torch.device("cuda", index)
-    host = torch.randn(numel).pin_memory()
-    back = torch.empty(numel).pin_memory()
-    expected = measure.checksum(host)
-    runs = params["warmup"], params["iters"]
-    with torch.cuda.device(index):
-        dev = torch.empty(numel, device=device)
-        h2d = measure.checked_repeats(
-            lambda: dev.copy_(host, non_blocking=True),
-            device,
-            *runs,
-            clear=dev.zero_,
-            verify=lambda: measure.checksum(dev) == expected,
-        )
-        d2h = measure.checked_repeats(
-            lambda: back.copy_(dev, non_blocking=True),
-            device,
-            *runs,
-            clear=back.zero_,
-            verify=lambda: sync_equal(device, back, host),
-        )
-    wrong = h2d.wrong + d2h.wrong
-    return {
-        "h2d_gbps": params["bytes"] / measure.summary(h2d.times)["median_s"] / 1e9,
-        "d2h_gbps": params["bytes"] / measure.summary(d2h.times)["median_s"] / 1e9,
-        "verified": wrong == 0,
-        "copies_checked": h2d.checked + d2h.checked,
-        "copies_wrong": wrong,
-    }
-
-
-def sync_equal(device: Any, got: Any, want: Any) -> bool:
-    """A non-blocking copy into host memory is read only once the GPU has finished it."""
-    import torch
-
-    torch.cuda.synchronize(device)
-    return bool(torch.equal(got, want))
-
-
-def measure_device_memory(params: dict[str, Any]) -> dict[str, Any]:
-    """A large device-to-device copy per GPU; bytes read plus bytes written over the median time."""
-    import torch
-
-    from gpudoctor.api import measure, progress
-
-    numel = params["bytes"] // 4
-    results = []
-    for index in range(measure.cuda_devices()):
-        progress("bandwidth", f"GPU {index} device memory")
-        device = torch.device("cuda", index)
-        with torch.cuda.device(index):
-            src = torch.randn(numel, device=device)
-            dst = torch.empty_like(src)
-            timing = measure.summary(
-                measure.time_repeats(lambda s=src, d=dst: d.copy_(s), device, params["warmup"], params["iters"])
-            )
-            results.append(
-                {
-                    "cuda_index": index,
-                    "gbps": 2 * params["bytes"] / timing["median_s"] / 1e9,
-                    "verified": measure.checksum(src) == measure.checksum(dst),
-                }
-            )
-            del src, dst
-    return {"gpus": results}
 
 
 def host_device_row(
@@ -178,7 +80,7 @@ def device_memory_row(
 class Copy:
     """One kind of copy: the worker that measures it, how one GPU's figures are judged, what it is called."""
 
-    measure: str
+    worker: str
     row: Callable[..., Row]
     figure: str  # the baseline figure: the slowest GPU's `field`
     field: str
@@ -187,7 +89,7 @@ class Copy:
 
 
 HOST_DEVICE = Copy(
-    "measure_host_device",
+    "gpudoctor.checks.ranks.bandwidth:measure_host_device",
     host_device_row,
     "h2d",
     "h2d_gbps",
@@ -199,7 +101,7 @@ HOST_DEVICE = Copy(
     ),
 )
 DEVICE_MEMORY = Copy(
-    "measure_device_memory",
+    "gpudoctor.checks.ranks.bandwidth:measure_device_memory",
     device_memory_row,
     "copy",
     "gbps",
@@ -266,9 +168,9 @@ def numa_of(ctx: CheckContext) -> dict[str, dict[str, Any]]:
 def _measure_and_judge(ctx: CheckContext, copy: Copy) -> Result:
     """Measure in an isolated process, judge against a baseline or the hardware, keep the slowest GPU's
     figure as this node's baseline metric."""
-    data = ctx.run_isolated(f"gpudoctor.checks.bandwidth:{copy.measure}", {**ctx.work("bytes"), **numa_of(ctx)})
-    if isinstance(data, Result):
-        return data
+    data = ctx.run_isolated(copy.worker, {**ctx.work("bytes"), **numa_of(ctx)})
+    if failed := ctx.failed(data):
+        return failed
     result = judge(copy, ctx.with_gpus(data["gpus"]), ctx.settings["floor"], {copy.figure: ctx.baseline(copy.figure)})
     result.metrics.append(Metric(copy.figure, min(g[copy.field] for g in data["gpus"]), "GB/s", baseline=True))
     return result

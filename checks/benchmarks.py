@@ -59,8 +59,12 @@ def nccl_tests(ctx: CheckContext) -> Result:
     if not runs:
         return Result(Status.SKIP, "no nccl-tests output in this file")
     gpus, env = ctx.nvml.get("gpus") or [], ctx.system.get("env") or {}
-    nccl = ctx.facts.get("nccl") or {}
-    return combine([judge_run({**run, "env": run.get("env") or env}, gpus, nccl) for run in runs], "nccl-tests run")
+    shown = {
+        "ib_devices": (ctx.facts.get("nccl") or {}).get("ib_devices") or [],
+        "ports": ctx.system.get("infiniband") or [],
+        "topology": ctx.nvml.get("topology") or {},
+    }
+    return combine([judge_run({**run, "env": run.get("env") or env}, gpus, shown) for run in runs], "nccl-tests run")
 
 
 Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
@@ -95,9 +99,10 @@ def _said(row: Row) -> str:
     return f"{row.where}: {row.summary}" if row.name or row.index is not None else row.summary
 
 
-def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
-    """One nccl-tests run, its row named by the run (collective and line)."""
-    row, fix = _judge_run(run, gpus, nccl)
+def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
+    """One nccl-tests run, its row named by the run (collective and line). `shown`: what else the file shows
+    of the machine: the NICs NCCL's log names (`ib_devices`), ibstat's `ports`, `topo -m`'s `topology`."""
+    row, fix = _judge_run(run, gpus, shown)
     row.name = run_name(run)
     return row, fix
 
@@ -107,7 +112,7 @@ def peak_busbw(row: dict[str, Any]) -> float:
     return max((side or {}).get("busbw") or 0.0 for side in (row.get("out_of_place"), row.get("in_place")))
 
 
-def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, Any]) -> Judged:
+def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
     rows = run.get("rows") or []
     if not rows:
         return judged(Status.SKIP, "no result rows")
@@ -137,7 +142,7 @@ def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], nccl: dict[str, 
             [metric],
             TOO_SMALL,
         )
-    return against_reference(run, busbw, metric, machine(run, gpus), nccl)
+    return against_reference(run, busbw, metric, machine(run, gpus), shown)
 
 
 # Bytes per element of nccl-tests' data types (src/common.cu, test_typenames).
@@ -198,7 +203,7 @@ def machine(run: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def against_reference(
-    run: dict[str, Any], busbw: float, metric: Metric, found: dict[str, Any], nccl: dict[str, Any]
+    run: dict[str, Any], busbw: float, metric: Metric, found: dict[str, Any], shown: dict[str, Any]
 ) -> Judged:
     figure = COLLECTIVE_FIGURE.get(collective_of(run) or "")
     said = f"busbw {busbw:.4g} GB/s at {references.size_text(metric.labels['bytes'])}"
@@ -213,16 +218,16 @@ def against_reference(
             Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
         )
     if (found["nodes"] or 1) > 1:
-        return across_nodes(run, said, busbw, metric, found, figure, nccl)
-    return one_node(run, said, busbw, metric, found, figure)
+        return across_nodes(run, said, busbw, metric, found, figure, shown)
+    return one_node(run, said, busbw, metric, found, figure, shown)
 
 
 def one_node(
-    run: dict[str, Any], said: str, busbw: float, metric: Metric, found: dict[str, Any], figure: str
+    run: dict[str, Any], said: str, busbw: float, metric: Metric, found: dict[str, Any], figure: str, shown: dict
 ) -> Judged:
     """Within a node: the published figure for the model, GPU count and algorithm (Ring where NCCL chooses:
     every algorithm reaches it; NVLS, where the node has it, more: a figure at NVLS's level is judged as NVLS,
-    one below it is told what NVLS would give). A PCIe-only model without a published figure: its PCIe link's."""
+    one below it is told what NVLS would give). Without a published figure: its links' (by_links)."""
     algo = expect.algorithm(run.get("env") or {})
     where = f"{said} on {found['gpus']}x {found['model']}"
     stated = ("gpus", "algo")
@@ -231,7 +236,7 @@ def one_node(
         return verdict_on(busbw, metric, expect.Expectation(nvls.value, nvls.cite()), where, "NVLS")
     healthy = references.healthy(figure, found["model"], ("gpus",), gpus=found["gpus"], nodes=1, algo=algo or "ring")
     if healthy is None:
-        return pcie_only(busbw, metric, found, where, figure)
+        return by_links(busbw, metric, found, where, figure, run, shown)
     row, fix = verdict_on(
         busbw, metric, expect.Expectation(healthy.value, healthy.cite()), where, f"NCCL_ALGO={algo}" if algo else "Ring"
     )
@@ -240,15 +245,21 @@ def one_node(
     return row, fix
 
 
-def pcie_only(busbw: float, metric: Metric, found: dict[str, Any], where: str, figure: str) -> Judged:
-    """A model without NVLink (hardware.toml) all-reduces over PCIe: its x16 link at its generation, through
-    host memory unless P2P is known to work (a GeForce never has it); an estimate, and said so."""
-    model = found["entry"]
+def by_links(
+    busbw: float, metric: Metric, found: dict[str, Any], where: str, figure: str, run: dict[str, Any], shown: dict
+) -> Judged:
+    """No published figure for the model and GPU count: the links between the GPUs set it. Where the file's
+    `topo -m` shows as many GPUs as the run, the best ring over them: NVLink all the way (bridged pairs, a mesh)
+    at the GPU's NVLink (expect.nvlink_allreduce), else PCIe. Without it, a model with no NVLink (hardware.toml)
+    over its x16 link. PCIe goes through host memory unless P2P is known to work (a GeForce never has it): an
+    estimate, and said so."""
+    model, gpus = found["entry"], found["gpus"] or 0
+    ring = ring_nvlinks(shown.get("topology") or {}, gpus)
     if (
         figure != "allreduce_busbw"
-        or model.get("nvlink_links")
         or not model.get("pcie_gen")
-        or (found["gpus"] or 0) < 2
+        or gpus < 2
+        or (model.get("nvlink_links") and ring is None)
     ):
         return judged(
             Status.SKIP,
@@ -256,14 +267,31 @@ def pcie_only(busbw: float, metric: Metric, found: dict[str, Any], where: str, f
             [metric],
             Remediation("The links between the GPUs set the figure.", ["nvidia-smi topo -m  # add its output"]),
         )
-    gpus = [
-        {"index": i, "name": model["names"][0], "pcie": {"max_gen": model["pcie_gen"], "max_width": 16}}
-        for i in range(found["gpus"])
-    ]
-    expected = expect.allreduce_expectation(gpus, {})
+    base = {"name": model["names"][0], "pcie": {"max_gen": model["pcie_gen"], "max_width": 16}}
+    if ring:
+        linked = [{**base, "index": i, "nvlinks": [{"active": True}] * ring} for i in range(gpus)]
+        expected = expect.nvlink_allreduce(linked, expect.algorithm(run.get("env") or {}))
+        how = f"NVLink x{ring} per GPU all round the ring (topo -m)"
+    else:
+        expected = expect.allreduce_expectation([{**base, "index": i} for i in range(gpus)], {})
+        how = f"PCIe Gen{model['pcie_gen']} x16 through host memory"
     if expected is None:
-        return judged(Status.SKIP, f"{where}; unjudgeable: no PCIe figure for it", [metric])
-    return verdict_on(busbw, metric, expected, where, f"PCIe Gen{model['pcie_gen']} x16 through host memory")
+        return judged(Status.SKIP, f"{where}; unjudgeable: no figure for its links", [metric])
+    return verdict_on(busbw, metric, expected, where, how)
+
+
+def ring_nvlinks(topology: dict[str, Any], gpus: int) -> int | None:
+    """The NVLinks of the best ring's thinnest hop over a pasted `topo -m` of exactly `gpus` GPUs (0 where a
+    hop is PCIe); None where the file shows no such matrix."""
+    matrix = topology.get("nvlinks")
+    if not matrix or len(matrix) != gpus:
+        return None
+
+    def links(a: int, b: int) -> int:
+        return int(matrix[a][b] or 0)
+
+    ring = expect.best_ring(gpus, links)
+    return min(links(a, b) for a, b in zip(ring, [*ring[1:], ring[0]], strict=True))
 
 
 def across_nodes(
@@ -273,7 +301,7 @@ def across_nodes(
     metric: Metric,
     found: dict[str, Any],
     figure: str,
-    nccl: dict[str, Any],
+    shown: dict[str, Any],
 ) -> Judged:
     """Between nodes the network sets the figure, or the NVLink of one multi-node domain (an NVL72 rack)."""
     where = f"{said} on {found['gpus'] or '?'} GPUs, {found['nodes']} nodes of {found['model']}"
@@ -287,20 +315,49 @@ def across_nodes(
             f"{where} (taken as one NVLink domain: {found['model']} racks hold {domain.gpus} GPUs)",
             "one multi-node NVLink domain",
         )
-    nics = nccl.get("ib_devices") or []
+    network = nic_expectation(run, found, shown)
+    if network is not None:
+        return over_network(busbw, metric, network, where)
+    nics = shown.get("ib_devices") or []
     shown = f" ({len(nics)} NICs in NCCL's log, their speed not)" if nics else ""
     return judged(
         Status.SKIP,
         f"{where}; unjudgeable: the network each node uses is not in the output{shown}",
         [metric],
         Remediation(
-            "Between nodes the NICs set the figure: their count and speed are needed.",
+            "Between nodes the NICs set the figure: their count and speed are needed (add ibstat's output).",
             [
+                "ibstat",
                 "NCCL_DEBUG=INFO <the same command> 2>&1 | grep -E 'NET/IB : Using|Using network'",
-                'ibstat | grep -E "CA \'|Rate"',
             ],
         ),
     )
+
+
+def nic_expectation(run: dict[str, Any], found: dict[str, Any], shown: dict[str, Any]) -> expect.Expectation | None:
+    """The healthy figure over the NICs the file shows (ibstat or ibstatus, taken as every node's): those
+    NCCL's log names, else those NCCL would pick (expect.nccl_nics: active, NCCL_IB_HCA, one fabric and
+    speed), at most one per GPU of a node (NCCL pairs each GPU with its nearest NIC)."""
+    ports = expect.named_ports(shown.get("ports") or [], shown.get("ib_devices") or [])
+    used, left = expect.nccl_nics(ports, set(), run.get("env") or {})
+    per_node = (found["gpus"] or 0) // (found["nodes"] or 1)
+    if per_node and len(used) > per_node:
+        left += [f"{p['device']}:{p['port']} beyond one NIC per GPU ({per_node} per node)" for p in used[per_node:]]
+        used = used[:per_node]
+    return expect.network_expectation(used, left, "each node as this file's ibstat shows")
+
+
+def over_network(busbw: float, metric: Metric, network: expect.Expectation, where: str) -> Judged:
+    """A figure the NICs cannot carry in a ring is in-network reduction (SHARP, CollNet, NVLS tree) or NICs
+    the file does not show: no published figure for it, so unjudgeable rather than a pass."""
+    if busbw > network.value * expect.PEAK_MARGIN:
+        return judged(
+            Status.SKIP,
+            f"{where}; unjudgeable: above what the NICs shown carry ({network.value:.4g} GB/s, {network.source}): "
+            "in-network reduction (SHARP/CollNet, NVLS tree) or more NICs than the file shows",
+            [metric],
+        )
+    return verdict_on(busbw, metric, network, where, "the NICs NCCL uses")
 
 
 def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where: str, normal: str) -> Judged:

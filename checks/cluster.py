@@ -1,7 +1,8 @@
 """Cluster checks: every node's own verdict and figures, software skew, and all-reduce and DDP across the
 whole world with each node's own share judged. They run only in cluster mode (one gpudoctor per node under
 torchrun or srun); rank 0 judges, every other node reports its own part. The links between nodes are
-checks/links.py; judging by pairs of nodes is checks/pairs.py.
+checks/links.py; judging by pairs of nodes is gpudoctor/judging/pairs.py; the ranks' code is
+checks/ranks/cluster.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 from gpudoctor.api import (
     CheckContext,
-    RankContext,
     Remediation,
     Result,
     Row,
@@ -23,8 +23,7 @@ from gpudoctor.api import (
     from_rows,
     references,
 )
-
-from . import allreduce, ddp, links
+from gpudoctor.judging import allreduce, ddp, pairs
 
 FRACTIONS = {"straggler_fraction": 0.8, "fail_fraction": 0.5}
 PRIOR_SIGMA = 0.1  # a benchmark's spread from run to run on one node, where too few nodes measure it
@@ -32,6 +31,7 @@ PRIOR_SIGMA = 0.1  # a benchmark's spread from run to run on one node, where too
 # noise names a healthy one is set lower than a re-tested judgement's.
 ONE_SHOT_RATE = 0.002
 PAIR_SIZES = {"cuda": 256 * 2**20, "cpu": 4 * 2**20}  # the message of each node pair's all-reduce
+ACROSS_WORKER = "gpudoctor.checks.ranks.cluster:across_worker"
 DRAIN = Remediation(
     "Take the failed nodes out of the scheduler until they are fixed; gpudoctor tags the reason so a later "
     "clean run can resume exactly these.",
@@ -157,7 +157,6 @@ def judge_skew(software: dict[str, dict[str, Any]]) -> Result:
 
 
 # --- checks ----------------------------------------------------------------------------------------------
-# --- checks ----------------------------------------------------------------------------------------------
 @check(
     "cluster.nodes",
     "Every node's own checks",
@@ -198,16 +197,8 @@ def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation |
         (sum(n["gbits"] for n in net.get("nics", [])), node["name"], net)
         for node, net in zip(summaries, nets, strict=True)
     ]
-    gbits, name, net = min(per_node, key=lambda item: item[0])
-    nic = references.per_nic()
-    if not gbits or nic is None:
-        return None
-    left = f"; left out: {', '.join(net['left_out'])}" if net.get("left_out") else ""
-    return expect.Expectation(
-        gbits / 400 * nic.value,
-        f"{name}: {len(net['nics'])} NICs NCCL uses, {gbits:g} Gb/s{left}; x {nic.value:g} GB/s per 400 Gb/s "
-        f"({nic.cite()})",
-    )
+    _, name, net = min(per_node, key=lambda item: item[0])
+    return expect.network_expectation(net.get("nics", []), net.get("left_out") or [], name)
 
 
 def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation | None:
@@ -217,97 +208,6 @@ def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation 
         return None
     gpus = sum(int(net.get("gpus") or 0) for net in nets)
     return expect.Expectation(found.value, f"{gpus} GPUs in one multi-node NVLink domain; {found.cite()}")
-
-
-def across_worker(ctx: RankContext) -> dict[str, Any]:
-    """Every rank of every node: the all-reduce sweep over the whole world (not in a re-test), then the
-    all-reduce within pairs of nodes, every GPU of both, round after round (see pair_allreduce)."""
-    rows = allreduce.worker(ctx)["rows"] if not ctx.params["rounds"] else []
-    return {"rank": ctx.rank, "rows": rows, **pair_allreduce(ctx)}
-
-
-def pair_allreduce(ctx: RankContext) -> dict[str, Any]:
-    """The nodes in pairs (their nearest ring neighbours, or rank 0's re-test pairs), each pair's ranks in a
-    group of their own, each group's all-reduce timed in two passes and verified; the first rank of each node
-    records its pair's busbw (its slowest rank's time) as a transfer both ways."""
-    import torch.distributed as dist
-
-    spans = {int(node): span for node, span in ctx.params["spans"].items()}
-    me = next(node for node, (first, size) in spans.items() if first <= ctx.rank < first + size)
-    present = sorted(spans, key=lambda n: spans[n][0])
-    if ctx.params["rounds"]:
-        rounds = [[(a, b) for a, b in r if a in spans and b in spans] for r in ctx.params["rounds"]]
-    else:
-        rounds = links.pairs.neighbour_rounds(present) if len(present) > 2 else []
-    members = [[[*_ranks(spans[a]), *_ranks(spans[b])] for a, b in r] for r in rounds]
-    groups = [dist.new_subgroups_by_enumeration(m)[0] if m else None for m in members]
-    found: dict[tuple[int, int], list[float]] = {}
-    wrong: dict[int, int] = {}
-    for number in range(ctx.params["passes"]):
-        for index, (round_pairs, group) in enumerate(zip(rounds, groups, strict=True)):
-            ctx.phase(f"pairs pass {number} round {index}")
-            dist.barrier()
-            pair = next(((a, b) for a, b in round_pairs if me in (a, b)), None)
-            if pair is not None and group is not None:
-                _pair_pass(ctx, group, pair, me, spans, found, wrong)
-    dist.barrier()
-    size = ctx.params["pair_bytes"]
-    return {
-        "node": me,
-        "sent": [{"src": s, "dst": d, "bytes": size, "passes": v, "gbps": max(v)} for (s, d), v in found.items()],
-        "wrong": wrong,
-        "sizes": {f"{min(a, b)}-{max(a, b)}": size for r in rounds for a, b in r},
-    }
-
-
-def _ranks(span: list[int]) -> list[int]:
-    return list(range(span[0], span[0] + span[1]))
-
-
-def _pair_pass(
-    ctx: RankContext,
-    group: Any,
-    pair: tuple[int, int],
-    me: int,
-    spans: dict[int, list[int]],
-    found: dict[tuple[int, int], list[float]],
-    wrong: dict[int, int],
-) -> None:
-    """One pair's all-reduce: timed, verified, the slowest rank's median time as the pair's."""
-    import torch
-    import torch.distributed as dist
-
-    from gpudoctor.api import measure
-
-    ranks = [*_ranks(spans[pair[0]]), *_ranks(spans[pair[1]])]
-    numel = ctx.params["pair_bytes"] // 4
-    base = allreduce.pattern(numel, 0, ctx.device)
-    total = sum(allreduce.rank_factor(r) for r in ranks)
-    buffer = torch.empty_like(base)
-    bad = torch.zeros((), dtype=torch.int64, device=ctx.device)
-
-    def refill() -> None:
-        torch.mul(base, allreduce.rank_factor(ctx.rank), out=buffer)
-
-    def verify() -> None:
-        bad.add_((buffer.div_(total) != base).sum())
-
-    times = measure.time_repeats(
-        lambda: dist.all_reduce(buffer, group=group),
-        ctx.device,
-        ctx.params["warmup"],
-        ctx.params["pair_iters"],
-        prepare=refill,
-        check=verify,
-    )
-    slowest = torch.tensor([measure.summary(times)["median_s"], float(bad)], device=ctx.device, dtype=torch.float64)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
-    if ctx.rank == spans[me][0]:
-        other = pair[1] if me == pair[0] else pair[0]
-        busbw = numel * 4 / float(slowest[0]) / 1e9 * allreduce.bus_factor(len(ranks))
-        found.setdefault((me, other), []).append(busbw)
-        if slowest[1]:
-            wrong[other] = wrong.get(other, 0) + int(slowest[1])
 
 
 @check(
@@ -339,12 +239,12 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
         "rounds": None,
         "pair_sizes": None,
         "pair_bytes": ctx.settings["pair_bytes"] or PAIR_SIZES[ctx.device],
-        "pair_iters": max(1, work["iters"] // links.pairs.PASSES),
-        "passes": links.pairs.PASSES,
+        "pair_iters": max(1, work["iters"] // pairs.PASSES),
+        "passes": pairs.PASSES,
     }
-    first = ctx.run_across(f"{__name__}:across_worker", params, timeout_s=ctx.timeout_s * links.FIRST_SHARE)
-    if isinstance(first, Result):
-        return first
+    first = ctx.run_across(ACROSS_WORKER, params, timeout_s=ctx.timeout_s * pairs.FIRST_SHARE)
+    if failed := ctx.failed(first):
+        return failed
     world = len(first.ranks)
     rows = allreduce.combine([r.data for r in first.ranks], world)
     expected = expect.pick(ctx.baseline("busbw"), network_expectation(ctx.cluster.node_summaries()))
@@ -353,12 +253,16 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
     if len(first.members) < 3:
         note = "two nodes: the whole sweep is their pair, and which node is slow cannot be told"
         return [sweep, Result(Status.SKIP, note, aspect="per-node")]
-    named = links.confirmed_pairs(
-        ctx,
+
+    def again(plan: dict[str, Any]) -> Any:
+        return ctx.run_across(
+            ACROSS_WORKER, params, plan_params=plan, timeout_s=ctx.timeout_s * (1 - pairs.FIRST_SHARE)
+        )
+
+    named = pairs.confirmed_pairs(
         first,
-        f"{__name__}:across_worker",
-        params,
-        None,
+        again,
+        fractions_of(ctx.settings),
         (None, 0.0),
         "all-reduces between pairs of nodes (every GPU of both)",
         ("node_pair_busbw", "pair_busbw"),
@@ -383,9 +287,9 @@ def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     synchronisation, every node at once) against the other nodes'."""
     capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
     p = {**ddp.resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor), "local_steps": ddp.LOCAL_STEPS}
-    outcome = ctx.run_across("gpudoctor.checks.ddp:worker", p)
-    if isinstance(outcome, Result):
-        return outcome
+    outcome = ctx.run_across("gpudoctor.checks.ranks.ddp:worker", p)
+    if failed := ctx.failed(outcome):
+        return failed
     ranks = [r.data for r in outcome.ranks]
     results = ddp.judge(ranks, p, ctx.device, ctx.baseline("images_per_s_per_gpu"), ctx.settings)
     if any(r.get("oom") for r in ranks):

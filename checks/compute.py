@@ -1,5 +1,5 @@
 """Dense matrix-multiply throughput per GPU (bf16, and fp32 through TF32 set explicitly; fp16 on GPUs before
-Ampere, which have neither), results verified."""
+Ampere, which have neither), results verified. The products run in checks/ranks/compute.py."""
 
 from __future__ import annotations
 
@@ -7,59 +7,10 @@ import math
 from typing import Any
 
 from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row, worst
+from gpudoctor.judging.gemm import TOLERANCE
 
-TOLERANCE = {"bf16": 2e-2, "tf32": 5e-3, "fp16": 1e-2}
 # The datasheet figure each precision is judged against (hardware.toml, and its published measurements).
 DATASHEET_KEY = {"bf16": "bf16_tflops", "tf32": "tf32_tflops", "fp16": "fp16_tflops"}
-
-
-def precisions(capability: tuple[int, int]) -> tuple[str, ...]:
-    """bf16 and TF32 from Ampere (compute capability 8.0) on; fp16 tensor cores before it (Volta, Turing)."""
-    return ("bf16", "tf32") if capability >= (8, 0) else ("fp16",)
-
-
-def gemm_on(device: Any, n: int, precision: str, warmup: int, iters: int) -> dict[str, Any]:
-    """TFLOP/s of an n x n x n product on random data, and its error against a float64 reference block."""
-    import torch
-
-    from gpudoctor.api import measure
-
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    try:
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        b = torch.randn(n, n, device=device, dtype=dtype)
-        out = torch.empty(n, n, device=device, dtype=dtype)
-        timing = measure.summary(measure.time_repeats(lambda: torch.matmul(a, b, out=out), device, warmup, iters))
-        error = gemm_error(a, b, out)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
-    return {"tflops": 2 * n**3 / timing["median_s"] / 1e12, "rel_error": error}
-
-
-def gemm_error(a: Any, b: Any, out: Any) -> float:
-    """The relative error of `out` = a @ b on a corner block, against float64."""
-    block = min(a.shape[0], 128)
-    reference = a[:block].double() @ b[:, :block].double()
-    return float((out[:block, :block].double() - reference).norm() / reference.norm())
-
-
-def measure_gemm(params: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    from gpudoctor.api import measure, progress
-
-    results = []
-    for index in range(measure.cuda_devices()):
-        row: dict[str, Any] = {"cuda_index": index}
-        for precision in precisions(torch.cuda.get_device_capability(index)):
-            progress("gemm", f"GPU {index} {precision}")
-            row[precision] = gemm_on(
-                torch.device("cuda", index), params["n"], precision, params["warmup"], params["iters"]
-            )
-        results.append(row)
-    return {"gpus": results}
 
 
 def gemm_row(
@@ -111,9 +62,9 @@ def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Ex
 def gemm(ctx: CheckContext) -> Result:
     """Dense bf16 and TF32 (fp16 before Ampere) GEMM per GPU against the published healthy figure, verified
     against a float64 reference."""
-    data = ctx.run_isolated("gpudoctor.checks.compute:measure_gemm", ctx.work("n"))
-    if isinstance(data, Result):
-        return data
+    data = ctx.run_isolated("gpudoctor.checks.ranks.compute:measure_gemm", ctx.work("n"))
+    if failed := ctx.failed(data):
+        return failed
     measured = [p for p in DATASHEET_KEY if all(p in g for g in data["gpus"])]
     baseline = {precision: ctx.baseline(precision) for precision in measured}
     result = judge(ctx.with_gpus(data["gpus"]), ctx.settings["floor"], baseline)

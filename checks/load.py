@@ -1,20 +1,19 @@
 """Every GPU loaded at once, as a training job loads a node: a node that passes one GPU at a time can still
 throttle, or fall below its peers, with all of them at full power. bf16 GEMMs on every GPU together for a
 while (short at `standard`, four times longer at `full`), NVML read throughout: the GPU that slows down is
-named with the figure it reached, the clocks it fell to and why NVML says they fell.
+named with the figure it reached, the clocks it fell to and why NVML says they fell. The load runs in
+checks/ranks/load.py.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
 from typing import Any
 
 from gpudoctor.api import (
     CheckContext,
     Metric,
-    RankContext,
     Remediation,
     Result,
     Row,
@@ -26,8 +25,7 @@ from gpudoctor.api import (
     gpu_row,
     worst,
 )
-
-from .compute import TOLERANCE, gemm_error
+from gpudoctor.judging.gemm import TOLERANCE
 
 # Why clocks fall, as NVML names it, graded: the hardware braking a GPU is a fault; thermal software slowdown
 # a warning; a software power cap under full load is how a healthy GPU runs (said, not judged).
@@ -38,38 +36,6 @@ BRAKES = {
     "sw_thermal_slowdown": Status.WARN,
 }
 SAID = ("sw_power_cap",)
-
-
-def worker(ctx: RankContext) -> dict[str, Any]:
-    """One rank per GPU: calibrate a window of GEMMs (about `window_s`), start with every rank, then time
-    window after window until `seconds` have passed; the last product is verified."""
-    import torch
-    import torch.distributed as dist
-
-    from gpudoctor.api import measure
-
-    p, device = ctx.params, ctx.device
-    a, b = (torch.randn(p["n"], p["n"], device=device, dtype=torch.bfloat16) for _ in range(2))
-    out = torch.empty_like(a)
-    ctx.phase("calibrate")
-    once = statistics.median(measure.time_repeats(lambda: torch.matmul(a, b, out=out), device, 2, 3))
-    per_window = max(1, round(p["window_s"] / once))
-    flops = 2 * p["n"] ** 3 * per_window
-    dist.barrier()
-    ctx.phase("load")
-    started, windows = time.time(), []
-    while time.time() - started < p["seconds"]:
-        start = measure.mark(device)
-        for _ in range(per_window):
-            torch.matmul(a, b, out=out)
-        windows.append(flops / measure.seconds_between([(start, measure.mark(device))], device)[0] / 1e12)
-    return {
-        "rank": ctx.rank,
-        "started": started,
-        "ended": time.time(),
-        "tflops": windows,
-        "rel_error": gemm_error(a, b, out),
-    }
 
 
 def settled_figure(windows: list[float]) -> float:
@@ -174,9 +140,9 @@ def concurrent(ctx: CheckContext) -> Result:
     each GPU's settled figure against its peers and its datasheet, and why its clocks fell."""
     params = {k: ctx.settings[k] for k in ("n", "window_s")} | {"seconds": ctx.settings["seconds"] * ctx.work_factor}
     with ctx.watch_gpus(ctx.settings["sample_s"]) as sampler:
-        ranks = ctx.launch("gpudoctor.checks.load:worker", params)
-    if isinstance(ranks, Result):
-        return ranks
+        ranks = ctx.launch("gpudoctor.checks.ranks.load:worker", params)
+    if failed := ctx.failed(ranks):
+        return failed
     measured = ctx.with_gpus([{**rank, "cuda_index": rank["rank"]} for rank in ranks])
     result = judge(measured, sampler.samples, ctx.settings["floor"])
     if sampler.error:

@@ -1,5 +1,6 @@
 """Peer access between GPUs: the access matrix (torch and NVML), copy bandwidth and latency per pair, and
-the data of every peer copy verified (IOMMU/ACS setups corrupt or crawl while reporting P2P available).
+the data of every peer copy verified (IOMMU/ACS setups corrupt or crawl while reporting P2P available). The
+copies run in checks/ranks/p2p.py.
 """
 
 from __future__ import annotations
@@ -19,59 +20,6 @@ from gpudoctor.api import (
     gpu_row,
     is_geforce,
 )
-
-
-def measure_pairs(params: dict[str, Any]) -> dict[str, Any]:
-    """In the isolated child: for each ordered GPU pair, peer access, copy bandwidth, latency, verification."""
-    import torch
-
-    from gpudoctor.api import measure, progress
-
-    count = measure.cuda_devices()
-    pairs = []
-    for a in range(count):
-        for b in range(count):
-            if a == b:
-                continue
-            progress("p2p", f"GPU {a} -> GPU {b}")
-            pairs.append(
-                {"src": a, "dst": b, "access": torch.cuda.can_device_access_peer(a, b), **copy_pair(a, b, params)}
-            )
-    return {"pairs": pairs}
-
-
-def copy_pair(a: int, b: int, params: dict[str, Any]) -> dict[str, Any]:
-    """Copies from cuda:`a` to cuda:`b`, large (bandwidth) and one word (latency): the destination cleared
-    before every copy and every copy's data checked against the source, outside the timed region."""
-    import torch
-
-    from gpudoctor.api import measure
-
-    numel = params["bytes"] // 4
-    src = torch.randn(numel, device=f"cuda:{a}")
-    dst = torch.empty(numel, device=f"cuda:{b}")
-
-    def copies(s: Any, d: Any) -> Any:
-        want = measure.checksum(s)
-        return measure.checked_repeats(
-            lambda: d.copy_(s),
-            torch.device("cuda", a),
-            params["warmup"],
-            params["iters"],
-            clear=lambda: d.fill_(float("nan")),
-            verify=lambda: measure.checksum(d) == want,
-        )
-
-    large, tiny = copies(src, dst), copies(src[:1], dst[:1])
-    torch.cuda.synchronize(b)
-    wrong = large.wrong + tiny.wrong
-    return {
-        "gbps": params["bytes"] / measure.summary(large.times)["median_s"] / 1e9,
-        "latency_us": measure.summary(tiny.times)["median_s"] * 1e6,
-        "verified": wrong == 0,
-        "copies_checked": large.checked + tiny.checked,
-        "copies_wrong": wrong,
-    }
 
 
 def wrong_copies(measured: dict[str, Any]) -> str:
@@ -151,9 +99,9 @@ def judge(
 )
 def p2p(ctx: CheckContext) -> Result:
     """Access matrix (torch and NVML), copy bandwidth and latency per pair, every peer copy verified."""
-    data = ctx.run_isolated("gpudoctor.checks.p2p:measure_pairs", ctx.work("bytes"))
-    if isinstance(data, Result):
-        return data
+    data = ctx.run_isolated("gpudoctor.checks.ranks.p2p:measure_pairs", ctx.work("bytes"))
+    if failed := ctx.failed(data):
+        return failed
     return judge(data["pairs"], ctx.devices, ctx.gpus, ctx.nvml.get("topology", {}), ctx.settings["floor"])
 
 

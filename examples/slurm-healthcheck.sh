@@ -8,6 +8,7 @@
 # and it now passes. A node drained, draining or down for any other reason is an administrator's and is
 # never touched, failing or passing. Extra gpudoctor options (a config file, say): GPUDOCTOR_EXTRA.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Where the README's node-wide install puts it (a venv in /opt/gpudoctor, installed from a checkout or a wheel).
 gpudoctor=${GPUDOCTOR:-/opt/gpudoctor/bin/gpudoctor}
 [ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) || {
   logger -t gpudoctor "health check: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor)"

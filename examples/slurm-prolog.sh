@@ -12,7 +12,7 @@
 # never drains a node: the job starts and the problem goes to syslog (tag gpudoctor). A node an
 # administrator already drained is left with the administrator's reason.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-# Where `python3 -m venv /opt/gpudoctor && /opt/gpudoctor/bin/pip install gpudoctor` puts it.
+# Where the README's node-wide install puts it (a venv in /opt/gpudoctor, installed from a checkout or a wheel).
 gpudoctor=${GPUDOCTOR:-/opt/gpudoctor/bin/gpudoctor}
 [ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) || {
   logger -t gpudoctor "prolog: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor): node not checked"

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Two nodes through torchrun's c10d rendezvous: run the same command on both, with node A's address.
+# Two nodes through torchrun's c10d rendezvous: run the same command on both, with node A's address, in the
+# environment you train with (its torchrun, and the torch and gpudoctor installed beside it).
 # gpudoctor sees RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT and runs in cluster mode; the node torchrun
 # makes rank 0 prints the cluster report, the other prints one line.
 #

@@ -22,16 +22,17 @@
 
 from __future__ import annotations
 
-from gpudoctor import compare, compat, expect, measure, references
 from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
 from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
-from gpudoctor.hardware import cuda_version_text, gpu_model, is_geforce, load_data
-from gpudoctor.isolate import progress
-from gpudoctor.launch import RankContext, init_rank
+from gpudoctor.judging import compare, compat, expect, references
+from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
 from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_label, gpu_row, worst
 from gpudoctor.registry import check
+from gpudoctor.workloads import measure
+from gpudoctor.workloads.isolate import progress
+from gpudoctor.workloads.launch import RankContext, init_rank
 
 __all__ = [
     "FACT_NAMES",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.errors import InputError
 from gpudoctor.files import read_json
 from gpudoctor.model import Result
 
@@ -18,7 +19,7 @@ SCHEMA = "gpudoctor.baseline"
 SCHEMA_VERSION = 1
 
 
-class BaselineError(ValueError):
+class BaselineError(InputError):
     """A baseline file that is missing, corrupt or foreign."""
 
 

@@ -9,28 +9,68 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpudoctor import __version__, probe
+from gpudoctor import __version__, engine, probe
 from gpudoctor.cluster.node import VERDICT_CHECK
-from gpudoctor.probe import UsageError
+from gpudoctor.engine import Request
+from gpudoctor.errors import InputError
+from gpudoctor.files import require_writable
+from gpudoctor.report import formats
+from gpudoctor.report.exits import EXIT_BROKEN, EXIT_INTERRUPTED, EXIT_USAGE
 
-FORMATS = ("console", "json", "nagios", "npd")
 LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: four times the work (default: quick)"
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise InputError(message)
+
+
+CLUSTER_EXAMPLES = (
+    (
+        "srun --ntasks-per-node=1 gpudoctor check --level standard -o 'reports/{node}.json'",
+        "one per node under Slurm: rank 0 prints the cluster's report, each node writes its own JSON",
+    ),
+    (
+        "torchrun --nnodes 4 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node-a:29400 -m gpudoctor check",
+        "the same under torchrun, started on every node (docs/CLUSTER.md)",
+    ),
+)
+CHECK_EXAMPLES = (
+    ("gpudoctor check", "the facts: driver, CUDA against torch, GPU health (seconds)"),
+    ("gpudoctor check --level standard", "also measure every GPU and train a reference model (minutes)"),
+    ("gpudoctor check --from node.xml", "judge a snapshot, an nvidia-smi -q -x capture or a log, offline"),
+    *CLUSTER_EXAMPLES,
+)
+EXAMPLES = (
+    *CHECK_EXAMPLES,
+    ("gpudoctor report rank0.json --html page.html", "a saved JSON report again, as one HTML page"),
+    ("gpudoctor list", "every check, its level and what it judges"),
+)
+
+
+def examples(pairs: tuple[tuple[str, str], ...]) -> str:
+    """The epilog of a --help: what each example does, as a shell comment, then its command whole on one line (to
+    copy)."""
+    return "examples:\n" + "".join(f"  # {what}\n  {command}\n" for command, what in pairs)
 
 
 def build_parser() -> Parser:
     parser = Parser(
         prog="gpudoctor",
-        description="Will this machine train PyTorch models on all its GPUs? "
+        description="Will this machine train PyTorch models on all its GPUs?\n"
         "If not: what is wrong, and the command that fixes it.",
+        epilog=examples(EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    _add_check_options(sub.add_parser("check", help="run the checks and report (exit 0 ok, 1 failed, 2 usage)"))
+    checker = sub.add_parser(
+        "check",
+        help="run the checks and report (exit 0 ok, 1 failed, 2 usage)",
+        epilog=examples(CHECK_EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_check_options(checker)
     lister = sub.add_parser("list", help="list every check with its id, level and source")
     lister.add_argument(
         "--checks-dir",
@@ -66,11 +106,16 @@ def build_parser() -> Parser:
 def _add_report_parser(sub: Any) -> None:
     report = sub.add_parser("report", help="render a saved JSON report again, in any format or as an HTML page")
     report.add_argument("document", metavar="DOC.json", help="a report written by --json or -o")
-    report.add_argument("--format", choices=FORMATS, default="console", help="what stdout carries (default console)")
-    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML page")
-    report.add_argument("--prom-file", metavar="FILE.prom", help="write node_exporter textfile metrics, atomically")
-    report.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    _add_format_options(report, default="console", also="")
     report.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
+
+
+def _add_format_options(p: argparse.ArgumentParser, default: str | None, also: str) -> None:
+    """--format with every format stdout can carry, and a file option for every format written to a file: both
+    from the format registry (report/formats.py), so a new format needs no change here."""
+    p.add_argument("--format", choices=formats.STDOUT, default=default, help=formats.stdout_help())
+    for fmt in formats.FILES:
+        p.add_argument(*fmt.option, metavar=fmt.metavar, help=f"{also}write {fmt.help}")
 
 
 def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -> None:
@@ -87,18 +132,8 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
         p.add_argument(
             "--skip", nargs="+", action="extend", default=[], metavar="ID", help="skip these checks or areas"
         )
-        p.add_argument(
-            "--format",
-            choices=FORMATS,
-            default=None,
-            help="what stdout carries: console (default), json, nagios (a plugin line, exit 0/1/2/3) or npd "
-            "(a node-problem-detector plugin line, exit 0/1)",
-        )
+        _add_format_options(p, default=None, also="also ")
         p.add_argument("--json", action="store_true", help="the same as --format json")
-        p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report to FILE")
-        p.add_argument("--prom-file", metavar="FILE.prom", help="also write node_exporter textfile metrics, atomically")
-        p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
-        p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (rank 0: the cluster's)")
         p.add_argument("--strict", action="store_true", default=None, help="warnings fail too (exit 1)")
         p.add_argument(
             "--from",
@@ -160,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().print_help()
             return 0
         return COMMANDS[args.command](args)
-    except UsageError as exc:
+    except InputError as exc:  # every kind of bad input, from the options to the files they name
         return _unjudged(argv, f"error: {exc}", EXIT_USAGE)
     except DeliveryError as exc:
         return _unjudged(argv, f"error: {exc}; the checks ran, but their report is not where it was asked", EXIT_BROKEN)
@@ -169,10 +204,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: never exit 0 or 1, which hooks read as "healthy" and "drain it"
         said = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
         return _unjudged(argv, f"internal error: {said} (a bug in gpudoctor: the node is not judged)", EXIT_BROKEN)
-
-
-EXIT_USAGE, EXIT_BROKEN, EXIT_INTERRUPTED = 2, 3, 130
-NAGIOS_UNKNOWN = 3  # a Nagios plugin that could not run, or was run wrongly, answers UNKNOWN
 
 
 class DeliveryError(Exception):
@@ -184,12 +215,14 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _unjudged(argv: list[str], said: str, code: int) -> int:
-    """One line on stderr; for Nagios, its UNKNOWN line on the report's stream too."""
+    """One line on stderr; where the asked-for format answers for an unjudged run (Nagios: UNKNOWN), its line
+    on the report's stream too, and its exit code."""
     print(f"gpudoctor: {said}", file=sys.stderr)
-    if _requested_format(argv) == "nagios":
-        line = said.removeprefix("error: ")
-        print(f"GPUDOCTOR UNKNOWN - {line}", file=_REPORT[0] if _REPORT else sys.stdout, flush=True)
-        return NAGIOS_UNKNOWN
+    fmt = formats.FORMATS.get(_requested_format(argv) or "")
+    if fmt is None or fmt.unjudged is None:
+        return code
+    line, code = fmt.hook(fmt.unjudged)(said.removeprefix("error: "))
+    print(line, file=_REPORT[0] if _REPORT else sys.stdout, flush=True)
     return code
 
 
@@ -210,7 +243,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    discovery = probe.discover(args.checks_dir)
+    from gpudoctor.report.console import emit
+
+    discovery = engine.planning.discover(args.checks_dir)
     table = Table(box=None, pad_edge=False)
     for column in ("id", "level", "source", "description"):
         table.add_column(column, overflow="fold")
@@ -218,14 +253,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_row(spec.id, spec.level, spec.source, spec.description)
     for source, error in discovery.broken:
         table.add_row("plugins.load", "-", source, f"failed to load: {error}")
-    Console().print(table)
+    emit(Console(), table)
     return 0
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from gpudoctor.facts import snapshot
 
-    probe.require_writable(args.output)
+    require_writable(args.output)
     text = snapshot.dumps(_capture(args.from_xml) if args.from_xml else snapshot.gather())
     if args.output:
         _write(Path(args.output), text)
@@ -239,30 +274,50 @@ def _capture(path: str) -> dict[str, Any]:
     from gpudoctor.facts import snapshot
     from gpudoctor.files import read_input
 
-    try:
-        data = read_input(path, "capture", snapshot.SnapshotError)
-        if snapshot.content_kind(data) != "capture":
-            raise UsageError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
-        return snapshot.capture_from(Path(path), data)
-    except snapshot.SnapshotError as exc:
-        raise UsageError(str(exc)) from None
+    data = read_input(path, "capture", snapshot.SnapshotError)
+    if snapshot.content_kind(data) != "capture":
+        raise InputError(f"{path} is not an nvidia-smi -q -x capture (XML starting with <nvidia_smi_log>)")
+    return snapshot.capture_from(Path(path), data)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     args.format = _format(args)
     args.report = _report_stream()
-    plan = probe.plan(args, cluster_mode=True)
-    report = probe.perform(plan, show_progress=args.format == "console" and plan.cluster is None)
-    if plan.cluster is not None and not plan.cluster.leader:
-        return _report_own_part(args, plan, report)
+    chosen = engine.plan(request_from(args))
+    for name in formats.REPORT_FILES:  # the files this node writes, as planned ({node} filled in)
+        setattr(args, name, chosen.files.get(name))
+    report = engine.perform(chosen, show_progress=args.format == "console")
+    if chosen.cluster is not None and not chosen.cluster.leader:
+        return _report_own_part(args, chosen, report)
     return _show(args, report)
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    """The run `gpudoctor check`'s options ask for, as the engine takes it: this node's part of a cluster run
+    where the launcher's environment says it is one, else this node alone."""
+    return Request(
+        level=args.level,
+        only=tuple(args.only),
+        skip=tuple(args.skip),
+        from_file=args.from_file,
+        live=args.live,
+        config=args.config,
+        checks_dirs=tuple(args.checks_dir),
+        baseline=args.baseline,
+        strict=args.strict,
+        timeout=args.timeout,
+        expect_gpus=args.expect_gpus,
+        device=args.device,
+        cluster=True,
+        files=tuple((name, getattr(args, name)) for name in formats.REPORT_FILES if getattr(args, name)),
+    )
 
 
 def _format(args: argparse.Namespace) -> str:
     if args.json and args.format not in (None, "json"):
-        raise UsageError(f"--json and --format {args.format} ask for two different reports on stdout")
+        raise InputError(f"--json and --format {args.format} ask for two different reports on stdout")
     if args.prom_file and not args.prom_file.endswith(".prom"):
-        raise UsageError(f"--prom-file {args.prom_file}: node_exporter's textfile collector reads only *.prom files")
+        raise InputError(f"--prom-file {args.prom_file}: node_exporter's textfile collector reads only *.prom files")
     return "json" if args.json else args.format or "console"
 
 
@@ -279,21 +334,27 @@ def _report_stream() -> Any:
 def cmd_baseline(args: argparse.Namespace) -> int:
     from gpudoctor import baseline
 
-    args.level, args.only, args.skip, args.from_file, args.baseline = "standard", [], [], None, None
-    args.strict, args.json, args.output, args.verbose = None, False, None, False
-    probe.require_writable(args.file)
-    plan = probe.plan(args)
-    saved = baseline.from_results(probe.perform(plan, show_progress=True).results, plan.facts)
+    require_writable(args.file)
+    request = Request(
+        level="standard",
+        config=args.config,
+        checks_dirs=tuple(args.checks_dir),
+        timeout=args.timeout,
+        expect_gpus=args.expect_gpus,
+        device=args.device,
+    )
+    chosen = engine.plan(request)
+    saved = baseline.from_results(engine.perform(chosen, show_progress=True).results, chosen.facts)
     if not saved["figures"]:
-        raise UsageError("no workload produced a figure to save; run on the node with its GPUs")
+        raise InputError("no workload produced a figure to save; run on the node with its GPUs")
     _write(Path(args.file), baseline.dumps(saved))
     print(f"saved {len(saved['figures'])} figures to {args.file}")
     return 0
 
 
-def _report_own_part(args: argparse.Namespace, plan: probe.Plan, report: probe.Report) -> int:
+def _report_own_part(args: argparse.Namespace, plan: engine.Plan, report: engine.Report) -> int:
     """A node other than rank 0: one line on stderr (srun merges every node's output), saying its own verdict
-    and rank 0's about it; its report files only where their path names the node ({node})."""
+    and rank 0's about it; its report files (those whose path names the node, {node}: the plan's)."""
     env = plan.cluster
     assert env is not None
     verdict = next(r for r in report.results if r.check_id == VERDICT_CHECK)
@@ -302,65 +363,32 @@ def _report_own_part(args: argparse.Namespace, plan: probe.Plan, report: probe.R
         f"exit {report.exit_code}; {verdict.summary}",
         file=sys.stderr,
     )
-    for name in probe.REPORT_FILES:
-        if name not in args.own_files:
-            setattr(args, name, None)
     _write_files(args, report.document)
     return report.exit_code
 
 
 def _show(args: argparse.Namespace, report: probe.Report) -> int:
     """The report on stdout in the asked-for format, the report files; the format's exit code."""
-    from rich.console import Console
-
-    from gpudoctor.report import document as doc
-    from gpudoctor.report import monitoring
-
-    document, results = report.document, report.results
-    out, code = args.report, document["exit_code"]
-    if args.format == "json":
-        out.write(doc.dumps(document))
-    elif args.format in ("nagios", "npd"):
-        line, code = getattr(monitoring, args.format)(document)
-        out.write(line + "\n")
-    else:
-        from gpudoctor.report.console import render, render_cluster
-
-        (render_cluster if "cluster" in document else render)(Console(file=out), document, results, args.verbose)
-    out.flush()
-    _write_files(args, document)
+    saved = args.command == "report"
+    code = formats.show(args.report, args.format, report.document, report.results, args.verbose, saved)
+    args.report.flush()
+    _write_files(args, report.document)
     return code
 
 
 def _write_files(args: argparse.Namespace, document: dict[str, Any]) -> None:
-    from gpudoctor.report import document as doc
-    from gpudoctor.report import monitoring
-
-    if args.output:
-        _write(Path(args.output), doc.dumps(document))
-    if args.junit:
-        _write(Path(args.junit), monitoring.junit(document))
-    if args.prom_file:
-        _write_prometheus(args.prom_file, document)
-    if args.html:
-        from gpudoctor.report import html
-
-        _write(Path(args.html), html.render(document))
-
-
-def _write_prometheus(path: str, document: dict[str, Any]) -> None:
-    from gpudoctor.report import prometheus
-
-    try:
-        prometheus.write(path, document)
-    except OSError as exc:
-        raise DeliveryError(f"cannot write {path}: {exc.strerror}") from None
-    for other in prometheus.rivals(path):
-        print(
-            f"gpudoctor: warning: {other} also holds gpudoctor's series: node_exporter serves one file's values "
-            "(perhaps the older) and logs the others' as 'collected before'; keep one gpudoctor file per folder",
-            file=sys.stderr,
-        )
+    """Every report file asked for, in the registry's order, each named on stderr once written (not where stdout
+    carries a monitoring plugin's answer: its agent reads stderr as an error), with what the format warns of."""
+    quiet = formats.FORMATS[args.format].plugin
+    for fmt in formats.FILES:
+        path = getattr(args, fmt.dest)
+        if not path:
+            continue
+        _write(Path(path), fmt.render(document))
+        if not quiet:
+            print(f"gpudoctor: wrote {fmt.what} to {path}", file=sys.stderr)
+        for warning in fmt.hook(fmt.after_write)(path) if fmt.after_write else ():
+            print(f"gpudoctor: warning: {warning}", file=sys.stderr)
 
 
 def _write(path: Path, text: str) -> None:
@@ -374,24 +402,21 @@ def _write(path: Path, text: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """A saved report in the asked-for format on stdout and in the asked-for files; the format's exit code."""
-    args.json, args.output, args.report = False, None, sys.stdout
+    args.json, args.report = False, sys.stdout
     args.format = _format(args)
-    for path in (args.html, args.prom_file, args.junit):
-        probe.require_writable(path)
+    for name in formats.REPORT_FILES:
+        require_writable(getattr(args, name))
     return _show(args, probe.load(args.document))
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
     """Drain what rank 0 named, never a node an administrator holds; resume what gpudoctor drained."""
-    from gpudoctor import slurm
+    from gpudoctor.cluster import slurm
 
-    try:
-        report = slurm.load_report(Path(args.report))
-    except slurm.ReportError as exc:
-        raise UsageError(str(exc)) from None
+    report = slurm.load_report(Path(args.report))
     states, problem = slurm.node_states([n["name"] for n in report["cluster"]["nodes"]])
     if problem and not args.dry_run:
-        raise UsageError(f"cannot read the nodes' state ({problem}): nothing drained")
+        raise InputError(f"cannot read the nodes' state ({problem}): nothing drained")
     if problem:
         print(f"gpudoctor: {problem}: an administrator's drain cannot be told apart, nothing resumed", file=sys.stderr)
     return slurm.apply(slurm.plan(report, states, known=not problem), args.dry_run, print)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.errors import InputError
 from gpudoctor.files import read_text
 from gpudoctor.registry import LEVELS, CheckSpec
 
@@ -41,7 +42,7 @@ PER_CHECK_COMMON: dict[str, Any] = {"timeout": 0.0}
 CONFIG_BYTES = 2**20  # a config of a megabyte is no config
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The config file is missing, not TOML, or has an unknown key or a wrong type."""
 
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor import compat
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
-from gpudoctor.expect import Expectation
 from gpudoctor.facts.identity import used_gpus, with_gpus
 from gpudoctor.facts.nvml import Sampler, usable
 from gpudoctor.facts.schema import SOURCES, GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
-from gpudoctor.isolate import run_isolated
-from gpudoctor.launch import launch
+from gpudoctor.judging import compat
+from gpudoctor.judging.expect import Expectation
 from gpudoctor.model import Remediation, Result, Status
 from gpudoctor.registry import CheckSpec
+from gpudoctor.workloads.isolate import run_isolated
+from gpudoctor.workloads.launch import launch
 
 DEFAULT_CPU_RANKS = 2
 FULL_WORK_FACTOR = 4  # `--level full` repeats every workload's measured work this many times over
@@ -248,6 +248,17 @@ class CheckContext:
         detail = outcome.stderr_tail.strip().splitlines()[-1][:200] if outcome.stderr_tail.strip() else ""
         said = f": {detail}" if detail and outcome.status != Status.TIMEOUT else ""
         return Result(outcome.status, f"workload {outcome.message} ({where}){said}")
+
+    @staticmethod
+    def failed(outcome: Any) -> Result | None:
+        """The result a workload came back as instead of its data (it hung, crashed or raised: what
+        `run_isolated`, `launch` and `run_across` return then), else None.
+
+            data = ctx.run_isolated(target, payload)
+            if failed := ctx.failed(data):
+                return failed
+        """
+        return outcome if isinstance(outcome, Result) else None
 
 
 def _holds(facts: Any, keys: list[str]) -> bool:

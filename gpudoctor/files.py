@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.errors import InputError
+
 MAX_INPUT_BYTES = 64 * 2**20  # a whole nvidia-bug-report.log of a big node is a few MB; 200 MB is no capture
 MAX_DEPTH = 64  # nesting of a JSON document: gpudoctor's own go 8 deep
 KINDS = {
@@ -20,6 +22,12 @@ KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFDIR: "a folder",
 }
+
+
+def require_writable(path: str | None) -> None:
+    """A file to write whose folder is missing is bad input, found before any work is done, not after."""
+    if path and not Path(path).resolve().parent.is_dir():
+        raise InputError(f"cannot write {path}: folder {Path(path).resolve().parent} does not exist")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -12,6 +12,7 @@ import importlib.util
 import math
 import os
 import pkgutil
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -19,36 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudoctor import guard
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.vetting import harmless
+from gpudoctor.workloads import guard
 
 LEVELS = ("quick", "standard", "full")
 TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
 # A check that names no fact source is given all of them (a plugin written before they existed).
 NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
-# Built-in modules are found by walking the package; this only orders the report (quick areas first, then
-# the workloads from quick to slow). A new module sorts last until it is named here.
-BUILTIN_ORDER = {
-    name: i
-    for i, name in enumerate(
-        (
-            "driver",
-            "torch_build",
-            "system",
-            "health",
-            "allreduce",
-            "p2p",
-            "bandwidth",
-            "compute",
-            "memtest",
-            "ddp",
-            "load",
-            "links",
-            "cluster",
-        )
-    )
-}
 ENTRY_POINT_GROUP = "gpudoctor.checks"
 CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
 SPEC_ATTR = "__gpudoctor_check__"
@@ -100,8 +79,8 @@ def check(
     timeout_s: float = 60.0,
     settings: dict[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a check. Its docstring's first line is its description; `settings` are the config
-    keys it reads, with their defaults (thresholds)."""
+    """Declare a check. Its docstring's first sentence is its description (`first_sentence`); `settings` are
+    the config keys it reads, with their defaults (thresholds)."""
     needs, uses = tuple(needs), tuple(uses)
     _validate(id, level, needs + uses)
     if not isinstance(title, str) or not title.strip():
@@ -111,12 +90,28 @@ def check(
     title = harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        doc = harmless((fn.__doc__ or title).strip().splitlines()[0])[:DOC_CHARS]
+        doc = first_sentence(fn.__doc__ or title)
         spec = CheckSpec(id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}))
         setattr(fn, SPEC_ATTR, spec)
         return fn
 
     return wrap
+
+
+# A sentence ends at a full stop before a space or the end, not in "e.g. " or "i.e. ".
+SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?=\s|$)")
+
+
+def first_sentence(doc: str, limit: int = DOC_CHARS) -> str:
+    """A docstring's first sentence, as `list` shows it: its first paragraph's lines joined, up to the first
+    sentence end or the paragraph's end, so a sentence that runs over lines is never cut mid-way. One longer
+    than `limit` is cut at a word, with `...`."""
+    paragraph = " ".join(re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0].split())
+    end = SENTENCE_END.search(paragraph)
+    sentence = harmless(paragraph[: end.end()] if end else paragraph)
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
 
 
 def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
@@ -155,16 +150,24 @@ def specs_in(module: Any, source: str) -> list[CheckSpec]:
 def discover(checks_dirs: Iterable[str | Path] = (), entry_points: bool = True) -> Discovery:
     """Find every check: built-ins first, then entry-point plugins, then site-local directories."""
     found = Discovery()
-    import gpudoctor.checks
-
-    for module in sorted(pkgutil.iter_modules(gpudoctor.checks.__path__), key=lambda m: BUILTIN_ORDER.get(m.name, 99)):
-        found.specs += specs_in(importlib.import_module(f"gpudoctor.checks.{module.name}"), "builtin")
+    for name in builtin_modules():
+        found.specs += specs_in(importlib.import_module(f"gpudoctor.checks.{name}"), "builtin")
     if entry_points:
         _load_entry_points(found)
     for directory in [*checks_dirs, *_env_dirs()]:
         _load_directory(Path(directory), found)
     _drop_duplicates(found)
     return found
+
+
+def builtin_modules() -> list[str]:
+    """The built-in check modules, found by walking the package, in the order the package gives its areas
+    (gpudoctor.checks.ORDER; a module it does not name comes last): the registry names none of them."""
+    import gpudoctor.checks
+
+    order = list(gpudoctor.checks.ORDER)
+    names = sorted(m.name for m in pkgutil.iter_modules(gpudoctor.checks.__path__))
+    return sorted(names, key=lambda name: order.index(name) if name in order else len(order))
 
 
 def _env_dirs() -> list[str]:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from gpudoctor.checks import pairs
-
-from gpudoctor.compare import Fractions, Reference
+from gpudoctor.judging import pairs
+from gpudoctor.judging.compare import Fractions, Reference
 from gpudoctor.model import Status
 
 FRACTIONS = Fractions(0.8, 0.5)

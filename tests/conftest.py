@@ -15,9 +15,9 @@ import pytest
 
 from gpudoctor.config import Config
 from gpudoctor.context import Options
+from gpudoctor.engine.runner import run_checks, select
 from gpudoctor.model import Result
 from gpudoctor.registry import discover
-from gpudoctor.runner import run_checks, select
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SNAPSHOTS = FIXTURES / "snapshots"

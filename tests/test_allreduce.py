@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 from conftest import gpudoctor, load_snapshot, usable_gpus
-from gpudoctor.checks import allreduce
+from gpudoctor.checks.ranks.allreduce import rank_factor
 
-from gpudoctor import expect, references
-from gpudoctor.launch import Fault, RankReport, judge_ranks, launch
+from gpudoctor.judging import allreduce, expect, references
+from gpudoctor.workloads.launch import Fault, RankReport, judge_ranks, launch
 
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
 
 
 def test_gloo_sweep_is_verified_with_nccl_tests_arithmetic(no_leftovers) -> None:
-    outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", SMALL, 120)
+    outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 3, "gloo", SMALL, 120)
     assert outcome.status == "pass", outcome.message
     rows = allreduce.combine(outcome.data, 3)
     assert [r["bytes"] for r in rows] == SMALL["sizes"]
@@ -46,7 +46,9 @@ def test_combine_takes_the_slowest_rank() -> None:
 def test_a_wrong_value_in_one_timed_iteration_is_caught(no_leftovers) -> None:
     """Every iteration's result is verified, not only a separate first call: one wrong value in the second
     timed in-place call of each size on rank 1 is counted."""
-    outcome = launch("gpudoctor.checks.allreduce:worker", 2, "gloo", SMALL, 120, Fault(1, "corrupt", "all_reduce"))
+    outcome = launch(
+        "gpudoctor.checks.ranks.allreduce:worker", 2, "gloo", SMALL, 120, Fault(1, "corrupt", "all_reduce")
+    )
     rows = allreduce.combine(outcome.data, 2)
     assert [r["wrong"] for r in rows] == [1, 1, 1]
     result = allreduce.judge(rows, 2, "cpu", None, 0.75, {})
@@ -57,14 +59,14 @@ def test_in_place_buffer_stays_finite_over_many_iterations(no_leftovers) -> None
     """The in-place buffer is refilled before every call: summed 400 times over 3 ranks it would reach inf
     (3**400); refilled, every one of the 410 results equals the known sum."""
     params = {"sizes": [4096], "warmup": 10, "iters": 400, "out_of_place": False}
-    outcome = launch("gpudoctor.checks.allreduce:worker", 3, "gloo", params, 120)
+    outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 3, "gloo", params, 120)
     assert outcome.status == "pass", outcome.message
     assert all(rank["rows"][0]["wrong"] == 0 for rank in outcome.data)
 
 
 def test_the_pattern_sum_is_exact_at_cluster_scale() -> None:
     world = 65536
-    largest = 61 * sum(allreduce.rank_factor(r) for r in range(world))
+    largest = 61 * sum(rank_factor(r) for r in range(world))
     assert largest < 2**24  # float32 holds every integer up to 2**24 exactly
 
 
@@ -143,7 +145,7 @@ def test_an_aborted_rank_with_no_one_behind_is_a_crash() -> None:
 
 
 def test_the_nccl_watchdog_message_in_a_rank_log_reads_as_a_timeout(tmp_path) -> None:
-    from gpudoctor.launch import _rank_error
+    from gpudoctor.workloads.launch import _rank_error
 
     (tmp_path / "rank0.log").write_text(
         "[rank0]:[E1122 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
@@ -156,7 +158,7 @@ def test_the_nccl_watchdog_message_in_a_rank_log_reads_as_a_timeout(tmp_path) ->
 def test_a_crash_says_what_the_library_threw_before_it_aborted(tmp_path: Path) -> None:
     """A C++ exception no one caught (gloo's transport thread) ends the rank in SIGABRT; the crash says what it
     was, so a timeout or a lost peer reads as one and a real fault reads as itself."""
-    from gpudoctor.launch import _rank_error
+    from gpudoctor.workloads.launch import _rank_error
 
     (tmp_path / "rank0.log").write_text(
         "[W1124 06:31:16.078441191 socket.cpp:207] [c10d] The hostname of the client socket cannot be retrieved.\n"

@@ -11,11 +11,13 @@ import pytest
 from conftest import gpudoctor
 from gpudoctor.checks import benchmarks
 
-from gpudoctor import references
+from gpudoctor import paste
 from gpudoctor.facts.snapshot import load
+from gpudoctor.judging import references
 from gpudoctor.model import Status
 
 BENCH = Path(__file__).parent / "fixtures" / "benchmarks"
+IBSTAT = Path(__file__).parent / "fixtures" / "pastes" / "ibstat"
 
 
 def judged(path: Path, check: str = "bench.nccl-tests") -> dict:
@@ -172,3 +174,81 @@ def test_runs_without_a_benchmark_output_do_not_list_the_benchmark_judges() -> N
     named = gpudoctor("check", "--from", str(snapshot), "--only", "bench.nccl-tests", "--format", "json")
     assert json.loads(named.stdout)["checks"][0]["status"] == "skip"
     assert references.per_nic() is not None
+
+
+def judge_text(text: str, run: dict | None = None) -> tuple:
+    """bench.nccl-tests' verdict on a file's text as `check --from` reads it, in process; `run` stands for the
+    file's nccl-tests run where the text holds only the machine's other outputs."""
+    facts = paste.read(text).facts
+    shown = {
+        "ib_devices": (facts.get("nccl") or {}).get("ib_devices") or [],
+        "ports": facts["system"].get("infiniband") or [],
+        "topology": facts["nvml"].get("topology") or {},
+    }
+    runs = [run] if run else facts["benchmarks"]["nccl_tests"]
+    return benchmarks.judge_run(runs[0], facts["nvml"].get("gpus") or [], shown)
+
+
+def ibstat(ports: list[tuple[str, str, int, str]]) -> str:
+    """ibstat's text for (device, state, rate, link layer) ports, written from infiniband-diags' ibstat.c
+    format (CA line, tab-indented keys) as the published outputs in tests/fixtures/pastes/ibstat show it."""
+    blocks = [
+        f"CA '{device}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: {state}\n"
+        f"\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n\t\tLink layer: {layer}\n"
+        for device, state, rate, layer in ports
+    ]
+    return "".join(blocks)
+
+
+EIGHT_NDR = [(f"mlx5_{i}", "Active", 400, "InfiniBand") for i in range(8)]
+
+
+def test_a_multi_node_run_is_judged_against_the_nics_ibstat_shows() -> None:
+    output = (BENCH / "nccl-tests" / "h100-sxm-16gpu-2node-allreduce.txt").read_text()
+    node = (IBSTAT / "ibstat-8x-cx7-ndr-400-ib-plus-4-cx6dx-eth-2-down-hgx-8gpu.txt").read_text()
+    row, _ = judge_text(output + node)
+    assert row.status == Status.PASS and "normal for the NICs NCCL uses" in row.summary, row.summary
+    figure = row.metrics[0]
+    assert figure.reference == pytest.approx(8 * references.per_nic().value)
+    assert figure.reference_source.count("Ethernet beside InfiniBand") == 2, figure.reference_source
+    assert figure.reference_source.count("not active") == 2, figure.reference_source
+    slow, fix = judge_text(ibstat(EIGHT_NDR), nccl_run(97.0, ranks=16, hosts=["node1", "node2"]))
+    assert slow.status == Status.FAIL and fix is not None, slow.summary
+
+
+def test_a_figure_above_what_the_nics_carry_is_unjudgeable_not_a_pass() -> None:
+    output = (BENCH / "nccl-tests" / "h100-sxm-16gpu-2node-allreduce.txt").read_text()
+    row, _ = judge_text(output + ibstat(EIGHT_NDR[:2]))
+    assert row.status == Status.SKIP and "in-network reduction" in row.summary, row.summary
+
+
+def test_nccls_own_nic_list_picks_the_ports_and_one_nic_per_gpu_counts() -> None:
+    log = "node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+    run = nccl_run(90.0, ranks=16, hosts=["node1", "node2"])
+    row, _ = judge_text(log + ibstat(EIGHT_NDR), run)
+    assert row.metrics[0].reference == pytest.approx(2 * references.per_nic().value), row.summary
+    two_per_node = nccl_run(90.0, ranks=4, hosts=["node1", "node2"])
+    row, _ = judge_text(ibstat(EIGHT_NDR), two_per_node)
+    assert row.metrics[0].reference == pytest.approx(2 * references.per_nic().value), row.summary
+    assert "beyond one NIC per GPU" in row.metrics[0].reference_source
+
+
+def a6000_pair(busbw: float) -> dict:
+    run = nccl_run(busbw, ranks=2)
+    run["devices"] = [{**d, "name": "NVIDIA RTX A6000"} for d in run["devices"][:2]]
+    return run
+
+
+def test_a_pasted_topology_judges_an_nvlink_bridged_pair_by_its_bridge() -> None:
+    bridged = (BENCH / "topo" / "2gpu-nvlink-bridge-nv2.txt").read_text()
+    row, _ = judge_text(bridged, a6000_pair(21.0))
+    assert row.status == Status.PASS and "NVLink x2 per GPU" in row.summary, row.summary
+    slow, _ = judge_text(bridged, a6000_pair(7.0))
+    assert slow.status == Status.FAIL, slow.summary
+    pairs = (BENCH / "topo" / "a100-8gpu-nvlink-bridge-pairs-nv12.txt").read_text()
+    eight = nccl_run(7.0)
+    eight["devices"] = [{**d, "name": "NVIDIA A100 80GB PCIe"} for d in eight["devices"]]
+    over_pcie, _ = judge_text(pairs, eight)
+    assert "PCIe Gen4 x16" in over_pcie.summary and over_pcie.metrics[0].reference < 21.0, over_pcie.summary
+    unseen, fix = judge_text("", a6000_pair(21.0))
+    assert unseen.status == Status.SKIP and "topo -m" in fix.commands[0], unseen.summary

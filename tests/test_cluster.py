@@ -252,7 +252,7 @@ def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_
         while time.monotonic() < deadline:
             pids = subprocess.run(["ip", "netns", "pids", hosts.namespace(2)], capture_output=True, text=True)
             commands = [Path(f"/proc/{p}/cmdline") for p in pids.stdout.split()]
-            if any(c.exists() and b"gpudoctor.launch" in c.read_bytes() for c in commands):
+            if any(c.exists() and b"gpudoctor.workloads.launch" in c.read_bytes() for c in commands):
                 hosts.kill(2)
                 return
             time.sleep(0.2)

@@ -14,10 +14,10 @@ from gpudoctor.checks import cluster as checks
 from gpudoctor.cluster.context import own_part
 from gpudoctor.cluster.env import ClusterEnvError, detect, expand_hostlist
 from gpudoctor.cluster.node import judged_figures, software, verdict_result, verdicts
-from gpudoctor.compare import Fractions
-from gpudoctor.launch import LaunchResult, RankReport, caused_elsewhere
+from gpudoctor.judging.compare import Fractions
 from gpudoctor.model import Metric, Result, Row, Status
 from gpudoctor.report import document as doc
+from gpudoctor.workloads.launch import LaunchResult, RankReport, caused_elsewhere
 
 TORCHRUN = {
     "RANK": "1",

@@ -19,7 +19,7 @@ from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
 from consumers import promtool, scrape, xmllint
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpudoctor.report import document, monitoring
+from gpudoctor.report import document, exits, junit, nagios, npd
 
 ROOT = Path(__file__).parent.parent
 PLUGINS = Path(__file__).parent / "fixtures" / "plugins"
@@ -118,8 +118,7 @@ def test_a_second_gpudoctor_file_in_the_folder_is_warned_of(tmp_path: Path) -> N
 
 def test_nccl_settings_are_one_series_each() -> None:
     """The all-reduce check's NCCL figures (a GPU run's), once overwriting each other in `gpudoctor_info`."""
-    from gpudoctor.checks.allreduce import nccl_metrics
-
+    from gpudoctor.judging.allreduce import nccl_metrics
     from gpudoctor.model import Result, Status
     from gpudoctor.report import prometheus
 
@@ -157,7 +156,7 @@ def parse_perfdata(text: str) -> list[tuple[str, str, str]]:
 
 
 def nagios_parts(line: str) -> tuple[str, str]:
-    assert line.count("\n") == 0 and len(line.encode()) <= monitoring.NAGIOS_BYTES
+    assert line.count("\n") == 0 and len(line.encode()) <= nagios.NAGIOS_BYTES
     head, _, perf = line.partition(" | ")
     assert "|" not in head
     return head, perf
@@ -190,7 +189,7 @@ def test_nagios_core_reads_the_line_as_gpudoctor_means_it(hostile: dict[str, Any
 
 def test_nagios_keeps_failing_and_warning_figures_first_within_its_limit() -> None:
     doc = _crowded_report()
-    line, code = monitoring.nagios(doc)
+    line, code = nagios.line(doc), exits.nagios_code(doc)
     assert code == 2
     head, perf = nagios_parts(line)
     assert head.startswith("GPUDOCTOR CRITICAL - health.xid: health.xid fail")
@@ -231,10 +230,10 @@ def _crowded_report() -> dict[str, Any]:
 def test_node_problem_detector_line_fits_its_limit_in_bytes() -> None:
     doc = _crowded_report()
     doc["checks"][2]["summary"] = "Xid 79 on GPU 3 — the GPU fell off the bus: ünïcödé " + "é" * 80
-    line, code = monitoring.npd(doc)
+    line, code = npd.line(doc), exits.npd_code(doc)
     assert code == 1 and line.startswith("health.xid: Xid 79 on GPU 3 — the GPU")
     raw = line.encode()
-    assert len(raw) <= monitoring.NPD_LINE and raw.decode() == line
+    assert len(raw) <= npd.NPD_LINE and raw.decode() == line
 
 
 # --- 5. JUnit ----------------------------------------------------------------------------------------------------
@@ -259,14 +258,14 @@ def test_junit_is_well_formed_for_every_character_a_check_may_say() -> None:
 
     doc = _crowded_report()
     doc["checks"][2]["summary"] = "".join(chr(c) for c in range(0, 0x3000, 7)) + "\ud800\U0001f600\ufffe"
-    root = ET.fromstring(monitoring.junit(doc).encode())
+    root = ET.fromstring(junit.render(doc).encode())
     failure = root.find("testsuite/testcase/failure")
     assert failure is not None and "\U0001f600" in failure.get("message", "")
 
 
 def test_values_the_guidelines_have_no_number_for_are_unknown() -> None:
-    assert monitoring.perf_value(math.nan) == "U" and monitoring.perf_value(math.inf) == "U"
-    assert monitoring.perf_value(1e-7) == "0.0000001" and monitoring.perf_value(-2.50) == "-2.5"
+    assert nagios.perf_value(math.nan) == "U" and nagios.perf_value(math.inf) == "U"
+    assert nagios.perf_value(1e-7) == "0.0000001" and nagios.perf_value(-2.50) == "-2.5"
 
 
 # --- 9. alert rules ----------------------------------------------------------------------------------------------

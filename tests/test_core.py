@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gpudoctor.context import Options
-from gpudoctor.launch import Fault, FaultSpecError
+from gpudoctor.engine.runner import SelectionError, select
 from gpudoctor.model import Result, Row, Status, from_rows
 from gpudoctor.registry import check, discover
-from gpudoctor.report.document import exit_code, overall_status
-from gpudoctor.runner import SelectionError, select
+from gpudoctor.report.document import overall_status
+from gpudoctor.report.exits import exit_code
+from gpudoctor.workloads.launch import Fault, FaultSpecError
 
 
 @pytest.mark.parametrize("bad", ["nodot", "Area.name", "area.Name", "area.na_me", ".name", "area."])

@@ -13,18 +13,20 @@ import sys
 import pytest
 from conftest import gpudoctor
 from gpudoctor.checks import ddp
+from gpudoctor.checks.ranks import ddp as ddp_ranks
 
-from gpudoctor.launch import Fault, free_port, launch
+from gpudoctor.judging import ddp as ddp_judging
 from gpudoctor.model import Status
+from gpudoctor.workloads.launch import Fault, free_port, launch
 
 SETTINGS = {"min_loss_drop": 0.1, "grad_tolerance": 0.0, "floor": 0.75, "min_scaling": 0.85}
-FAST = {**ddp.resolve({}, "cpu"), "steps": 8, "warmup": 2}
+FAST = {**ddp_judging.resolve({}, "cpu"), "steps": 8, "warmup": 2}
 
 
 def run(fault: Fault | None = None, timeout: float = 120) -> tuple[object, dict]:
-    outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", FAST, timeout, fault)
+    outcome = launch("gpudoctor.checks.ranks.ddp:worker", 2, "gloo", FAST, timeout, fault)
     return outcome, {
-        r.aspect: r for r in ddp.judge(outcome.data, FAST, "cpu", None, SETTINGS)
+        r.aspect: r for r in ddp_judging.judge(outcome.data, FAST, "cpu", None, SETTINGS)
     } if outcome.status == "pass" else {}
 
 
@@ -52,7 +54,7 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
 def test_each_rank_measures_its_own_speed_in_the_same_run(no_leftovers) -> None:
     """Two passes of steps without synchronisation per rank, after the warm-up and at the end: each GPU's own
     baseline, measured alongside the synchronised steps (no separate one-GPU run on cuda:0)."""
-    outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", {**FAST, "local_steps": 2}, 120)
+    outcome = launch("gpudoctor.checks.ranks.ddp:worker", 2, "gloo", {**FAST, "local_steps": 2}, 120)
     assert outcome.status == "pass", outcome.message
     for rank in outcome.data:
         assert len(rank["local_step_s"]) == 2 and all(len(times) == 2 for times in rank["local_step_s"])
@@ -91,21 +93,22 @@ def test_a_slow_gpu_is_named_and_the_all_reduce_not_blamed() -> None:
 
 
 def test_warm_up_lasts_until_the_step_time_settles() -> None:
-    assert not ddp.settled([3.0, 0.5, 0.2, 0.1, 0.1, 0.1])
-    assert ddp.settled([3.0, 0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1])
-    assert not ddp.settled([0.1] * 5)
+    assert not ddp_ranks.settled([3.0, 0.5, 0.2, 0.1, 0.1, 0.1])
+    assert ddp_ranks.settled([3.0, 0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert not ddp_ranks.settled([0.1] * 5)
 
 
 def test_a_wide_step_time_spread_is_unstable_not_a_verdict() -> None:
     """351 img/s from steps that swing between 40 and 400 ms is not a figure to fail a node on."""
-    from gpudoctor.expect import Expectation
+    from gpudoctor.judging.expect import Expectation
 
     wild = [{"rank": 0, "step_s": [0.04, 0.4, 0.05, 0.35, 0.04, 0.3, 0.05, 0.4], "peak_mib": 1.0}]
-    result = ddp._throughput(wild, {"batch_size": 128}, "cuda", Expectation(3000.0, "reference"), 0.75, "run")
+    result = ddp_judging._throughput(wild, {"batch_size": 128}, "cuda", Expectation(3000.0, "reference"), 0.75, "run")
     assert result.status == Status.WARN and result.summary.startswith("unstable: step time")
     steady = [{"rank": 0, "step_s": [0.0354] * 8, "peak_mib": 1.0}]
     assert (
-        ddp._throughput(steady, {"batch_size": 128}, "cuda", Expectation(3000.0, "ref"), 0.75, "run").status == "pass"
+        ddp_judging._throughput(steady, {"batch_size": 128}, "cuda", Expectation(3000.0, "ref"), 0.75, "run").status
+        == "pass"
     )
 
 
@@ -126,13 +129,13 @@ def test_a_rank_that_drifts_is_named(no_leftovers) -> None:
 
 def test_non_finite_values_fail() -> None:
     good_rank = {"rank": 0, "finite": True}
-    result = ddp._finite([good_rank, {"rank": 1, "finite": False}])
+    result = ddp_judging._finite([good_rank, {"rank": 1, "finite": False}])
     assert result.status.value == "fail" and result.summary.endswith("on rank 1")
-    assert ddp._finite([good_rank, {"rank": 1, "finite": True}]).status.value == "pass"
+    assert ddp_judging._finite([good_rank, {"rank": 1, "finite": True}]).status.value == "pass"
 
 
 def test_loss_that_does_not_fall_fails() -> None:
-    assert ddp._loss([2.3] * 8, 0.1, "run").status.value == "fail"
+    assert ddp_judging._loss([2.3] * 8, 0.1, "run").status.value == "fail"
 
 
 def test_crash_mid_run_names_the_rank(no_leftovers) -> None:
@@ -148,7 +151,7 @@ def test_hang_in_a_collective_times_out_naming_the_rank(no_leftovers) -> None:
 
 
 def test_out_of_memory_names_a_batch_that_fits() -> None:
-    results = ddp.judge(
+    results = ddp_judging.judge(
         [
             {"rank": 0, "oom": True, "requested": 256, "fits": 64},
             {"rank": 1, "oom": True, "requested": 256, "fits": 128},
@@ -166,14 +169,14 @@ def test_throughput_is_never_judged_against_figures_measured_otherwise() -> None
     """NVIDIA's ResNet-50 figures were measured with DALI, batch 256, fp16: not what ddp.train runs. Without a
     baseline the throughput is shown and said to be unjudged, whatever the GPU."""
     ranks = [{"rank": r, "step_s": [0.5] * 6, "peak_mib": 1000.0} for r in range(8)]
-    result = ddp._throughput(ranks, ddp.resolve({}, "cuda"), "cuda", None, 0.75, "8 ranks")
-    assert result.status == Status.PASS and ddp.NO_REFERENCE in result.summary
+    result = ddp_judging._throughput(ranks, ddp_judging.resolve({}, "cuda"), "cuda", None, 0.75, "8 ranks")
+    assert result.status == Status.PASS and ddp_judging.NO_REFERENCE in result.summary
     assert all(m.expected is None for m in result.metrics)
     assert not hasattr(ddp, "reference_figure")
 
 
 def test_gpu_defaults_are_resnet50_bf16() -> None:
-    p = ddp.resolve({}, "cuda", work_factor=4)
+    p = ddp_judging.resolve({}, "cuda", work_factor=4)
     assert (p["model"], p["batch_size"], p["image_size"], p["precision"], p["steps"]) == (
         "resnet50",
         128,
@@ -181,7 +184,7 @@ def test_gpu_defaults_are_resnet50_bf16() -> None:
         "bf16",
         240,
     )
-    assert ddp.resolve({"batch_size": 32, "steps": 10}, "cuda", work_factor=4)["steps"] == 10
+    assert ddp_judging.resolve({"batch_size": 32, "steps": 10}, "cuda", work_factor=4)["steps"] == 10
 
 
 def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
@@ -196,7 +199,7 @@ def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
             "--master-port",
             str(free_port()),
             "-m",
-            "gpudoctor.checks.ddp",
+            "gpudoctor.checks.ranks.ddp",
             "--steps",
             "6",
         ],
@@ -235,17 +238,19 @@ def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
 )
 def test_allocation_failures_from_any_library_count_as_out_of_memory(error: Exception, oom: bool) -> None:
     """cuBLAS and cuDNN report a failed allocation as RuntimeError, not torch.cuda.OutOfMemoryError."""
-    assert ddp.is_out_of_memory(error) is oom
+    assert ddp_ranks.is_out_of_memory(error) is oom
 
 
 def test_fp16_trains_with_loss_scaling_and_its_gradient_still_matches(no_leftovers) -> None:
     """fp16 without a GradScaler lets small gradients underflow; with it, the first step's gradient (unscaled)
     still equals the single-process reference. Runs for real: fp16 autocast and GradScaler on the CPU, gloo."""
     p = {**FAST, "precision": "fp16", "image_size": 32, "batch_size": 4, "steps": 6, "warmup": 2}
-    outcome = launch("gpudoctor.checks.ddp:worker", 2, "gloo", p, 240)
+    outcome = launch("gpudoctor.checks.ranks.ddp:worker", 2, "gloo", p, 240)
     assert outcome.status == "pass", outcome.message
-    results = {r.aspect: r for r in ddp.judge(outcome.data, p, "cpu", None, {**SETTINGS, "grad_tolerance": 5e-2})}
+    results = {
+        r.aspect: r for r in ddp_judging.judge(outcome.data, p, "cpu", None, {**SETTINGS, "grad_tolerance": 5e-2})
+    }
     assert results["gradient-matches"].status.value == "pass", results["gradient-matches"].summary
-    assert "fp16 autocast with loss scaling" in ddp.describe(p, "cpu")
+    assert "fp16 autocast with loss scaling" in ddp_judging.describe(p, "cpu")
     scale = next(m for m in results["loss-falls"].metrics if m.name == "loss_scale")
-    assert scale.value >= ddp.FP16_INIT_SCALE / 2
+    assert scale.value >= ddp_ranks.FP16_INIT_SCALE / 2

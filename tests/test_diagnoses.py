@@ -10,11 +10,11 @@ import re
 import pytest
 from conftest import judge, load_snapshot, usable_gpus
 from fixtures.nodes import driver, node
-from gpudoctor.checks import compute, ddp, health, torch_build
+from gpudoctor.checks import compute, health, torch_build
 
-from gpudoctor import compat, expect, references
 from gpudoctor.facts.system import parse_events
-from gpudoctor.hardware import gpu_model
+from gpudoctor.judging import compat, ddp, expect, references
+from gpudoctor.judging.hardware import gpu_model
 
 H100 = load_snapshot("h100-sxm-8x")
 
@@ -229,7 +229,7 @@ def test_gpus_are_identified_exactly(name: str, pci_id: int | None, model: str |
 
 
 def test_every_gpu_entry_names_its_source_and_unique_pci_ids() -> None:
-    from gpudoctor.hardware import hardware
+    from gpudoctor.judging.hardware import hardware
 
     ids = [i for entry in hardware()["gpu"] for i in entry["pci_ids"]]
     assert len(ids) == len(set(ids))

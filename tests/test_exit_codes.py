@@ -18,6 +18,7 @@ from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
 from gpudoctor import cli, files
 from gpudoctor.model import Result, Status
 from gpudoctor.report import document as doc
+from gpudoctor.report import exits
 
 HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
 FAILING = str(SNAPSHOTS / "fault-ecc-uncorrectable.json")
@@ -60,7 +61,7 @@ def test_sigterm_from_the_first_instant_is_interrupted(extra: list[str], code: i
 
 def test_an_interrupted_runs_document_is_not_a_pass() -> None:
     results = [Result(Status.PASS, "fine", check_id="gpu.inventory")]
-    document = doc.build(results, {}, doc.exit_code(results, False, True), True)
+    document = doc.build(results, {}, exits.exit_code(results, False, True), True)
     assert document["status"] == "error" and document["exit_code"] == 130
 
 

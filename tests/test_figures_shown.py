@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from gpudoctor.model import Metric, Result, Row, Status
-from gpudoctor.report import console, html
+from gpudoctor.report import console, exits, html
 from gpudoctor.report import document as doc
 
 NVLS = "8x H100 SXM, NVLS, 1 GiB: NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/212, 2024-05; busBw"
@@ -66,7 +66,7 @@ def results() -> list[Result]:
 
 
 def report(found: list[Result]) -> dict[str, Any]:
-    return doc.build(found, META, doc.exit_code(found, False, False), False)
+    return doc.build(found, META, exits.exit_code(found, False, False), False)
 
 
 def console_text(found: list[Result], verbose: bool = False) -> str:

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from gpudoctor import compat
+from gpudoctor.judging import compat
 from gpudoctor.model import Remediation
 
 PIP = re.compile(
@@ -194,7 +194,7 @@ def test_the_second_way_reaches_every_report_and_reads_back() -> None:
     from rich.console import Console
 
     from gpudoctor.model import Result, Status, result_from_dict
-    from gpudoctor.report import console, html, monitoring
+    from gpudoctor.report import console, html, junit
 
     fix = compat.driver_fix([(8, 6)], "470.82.01", "linux_x86_64", {"id": "ubuntu", "version_codename": "jammy"})
     result = Result(Status.WARN, "old driver", remediation=fix)
@@ -207,4 +207,4 @@ def test_the_second_way_reaches_every_report_and_reads_back() -> None:
     shown = screen.export_text()
     assert "  or" in shown and keep in shown
     assert "<b>Or:</b>" in html._fix(data["remediation"]) and keep in html._fix(data["remediation"])
-    assert f"or:\n{fix.instead.why}\n$ {keep}" in monitoring._details(data)
+    assert f"or:\n{fix.instead.why}\n$ {keep}" in junit._details(data)

@@ -20,7 +20,7 @@ from gpudoctor import config, probe
 from gpudoctor.cluster import messages
 from gpudoctor.facts import snapshot
 from gpudoctor.report import document as doc
-from gpudoctor.report import html, monitoring, prometheus
+from gpudoctor.report import html, junit, nagios, npd, prometheus
 
 SEED = 20261124
 JUNK: list[Any] = [
@@ -69,9 +69,9 @@ def render_everywhere(document: dict[str, Any], results: list[Any]) -> None:
 
     (render_cluster if "cluster" in document else render)(Console(file=io.StringIO(), width=100), document, results)
     doc.dumps(document)
-    monitoring.nagios(document)
-    monitoring.npd(document)
-    monitoring.junit(document)
+    nagios.render(document)
+    npd.render(document)
+    junit.render(document)
     prometheus.render(document)
     html.render(document)
 

@@ -8,10 +8,11 @@ import os
 import pytest
 import torch
 from conftest import gpudoctor
-from gpudoctor.checks import bandwidth, compute, memtest, p2p
+from gpudoctor.checks.ranks import bandwidth, compute, memtest, p2p
 
-from gpudoctor import expect
-from gpudoctor.launch import Fault, launch
+from gpudoctor.judging import expect
+from gpudoctor.judging.gemm import TOLERANCE
+from gpudoctor.workloads.launch import Fault, launch
 
 pytestmark = pytest.mark.gpu  # one test at a time on the GPU: timings
 
@@ -67,7 +68,7 @@ def test_gemm_on_every_gpu_is_correct_and_below_its_datasheet_peak() -> None:
         gpu = {"name": torch.cuda.get_device_name(result["cuda_index"])}
         for precision, key in (("bf16", "bf16_tflops"), ("tf32", "tf32_tflops")):
             assert result[precision]["tflops"] > 10
-            assert result[precision]["rel_error"] < compute.TOLERANCE[precision]
+            assert result[precision]["rel_error"] < TOLERANCE[precision]
             peak = expect.model_peak(gpu, key)
             if peak is not None:
                 assert not expect.measurement_error(result[precision]["tflops"], peak), (gpu, result)
@@ -103,7 +104,7 @@ def test_nccl_all_reduce_with_two_ranks_sharing_one_gpu(monkeypatch) -> None:
         pytest.skip("NCCL_MULTI_RANK_GPU_ENABLE needs NCCL 2.30 or newer")
     monkeypatch.setitem(os.environ, "NCCL_MULTI_RANK_GPU_ENABLE", "1")
     params = {"sizes": [2**20, 64 * 2**20], "warmup": 2, "iters": 5, "out_of_place": True}
-    outcome = launch("gpudoctor.checks.allreduce:worker", 2, "nccl", params, 180)
+    outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 2, "nccl", params, 180)
     assert outcome.status == "pass", outcome.message
     assert all(row["wrong"] == 0 for rank in outcome.data for row in rank["rows"])
 
@@ -114,6 +115,6 @@ def test_a_hung_rank_under_nccl_is_named_not_the_rank_the_watchdog_aborted(monke
         pytest.skip("needs two GPUs, or NCCL >= 2.30 to put two ranks on one")
     monkeypatch.setitem(os.environ, "NCCL_MULTI_RANK_GPU_ENABLE", "1")
     params = {"sizes": [2**20], "warmup": 2, "iters": 5, "out_of_place": False}
-    outcome = launch("gpudoctor.checks.allreduce:worker", 2, "nccl", params, 90, Fault(1, "hang", "all_reduce"))
+    outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 2, "nccl", params, 90, Fault(1, "hang", "all_reduce"))
     assert outcome.status == "timeout", outcome.message
     assert outcome.message.startswith("rank 1 (in 'all_reduce 1024 KiB in-place') never arrived")

@@ -210,7 +210,7 @@ def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
     """NCCL parses its integer variables with strtoll(str, NULL, 0): `banana` is 0, P2P stays on; `0x1` is 1."""
     from gpudoctor.checks.system import judge_nccl_env
 
-    from gpudoctor.expect import nccl_int
+    from gpudoctor.judging.expect import nccl_int
 
     assert [nccl_int(v) for v in ("1", "0", "banana", "0x1", " 2", "1abc", "010", "", None)] == [
         1,
@@ -231,7 +231,7 @@ def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
 
 def test_work_folders_of_a_killed_gpudoctor_are_swept(tmp_path: Path) -> None:
     """SIGKILL runs no cleanup: the next isolated run removes the folders of gpudoctor processes that are gone."""
-    from gpudoctor.isolate import sweep_orphans
+    from gpudoctor.workloads.isolate import sweep_orphans
 
     dead = subprocess.Popen(["true"])
     dead.wait()

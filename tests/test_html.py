@@ -25,6 +25,8 @@ FAILING = str(SNAPSHOTS / "fault-xid-79.json")
 PLUGINS = Path(__file__).parent / "fixtures" / "plugins"
 # Set to a folder to keep the cluster page's screenshot there (the README's docs/html-cluster.png is one).
 SHOTS = os.environ.get("GPUDOCTOR_SCREENSHOTS")
+# What `report` says it wrote, in the order it writes them (none where stdout is a monitoring plugin's answer).
+WROTE = {"xml": "the JUnit XML report", "prom": "the node_exporter metrics", "html": "the HTML report"}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,9 @@ def test_a_saved_report_renders_again_as_the_run_rendered_it(tmp_path: Path) -> 
     for fmt in ("console", "json", "nagios", "npd"):
         proc = gpudoctor("report", str(first["json"]), "--format", fmt, "--prom-file", str(again["prom"]),
                          "--junit", str(again["xml"]), "--html", str(again["html"]))  # fmt: skip
-        assert proc.stderr == "" and proc.returncode == {"nagios": 2}.get(fmt, 1), (fmt, proc.stderr)
+        assert proc.returncode == {"nagios": 2}.get(fmt, 1), (fmt, proc.stderr)
+        wrote = [f"gpudoctor: wrote {what} to {again[name]}" for name, what in WROTE.items()]
+        assert proc.stderr.splitlines() == ([] if fmt in ("nagios", "npd") else wrote), (fmt, proc.stderr)
         for name, path in again.items():
             assert path.read_text() == first[name].read_text(), (fmt, name)
         if fmt == "nagios":

@@ -11,8 +11,8 @@ from gpudoctor.checks import load
 from gpudoctor.facts.fake import ReplayNvml
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import Gateway, Sampler
-from gpudoctor.launch import launch
 from gpudoctor.model import Status
+from gpudoctor.workloads.launch import launch
 
 BRAKE = 0x80 | 0x4  # hw_power_brake_slowdown and sw_power_cap, as NVML sets the bits
 
@@ -57,7 +57,7 @@ def test_nvml_that_cannot_start_leaves_the_load_judged_on_its_figures() -> None:
 def test_the_worker_loads_every_rank_at_once_and_verifies(no_leftovers) -> None:
     """Two CPU ranks (gloo) run the same loop a GPU node does: calibrated windows of bf16 GEMMs for the time
     asked, started together, the last product checked against float64."""
-    outcome = launch("gpudoctor.checks.load:worker", 2, "gloo", {"n": 128, "window_s": 0.05, "seconds": 1.0}, 120)
+    outcome = launch("gpudoctor.checks.ranks.load:worker", 2, "gloo", {"n": 128, "window_s": 0.05, "seconds": 1.0}, 120)
     assert outcome.status == "pass", outcome.message
     for rank in outcome.data:
         assert len(rank["tflops"]) >= 3 and all(t > 0 for t in rank["tflops"])

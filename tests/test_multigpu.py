@@ -13,9 +13,9 @@ import torch
 from conftest import load_snapshot
 from fixtures.nodes import H100, node
 
-from gpudoctor import expect, references
 from gpudoctor.facts.snapshot import upgrade
-from gpudoctor.hardware import gpu_model
+from gpudoctor.judging import expect, references
+from gpudoctor.judging.hardware import gpu_model
 
 PACKAGE = Path(__file__).parent.parent / "gpudoctor"
 
@@ -107,7 +107,7 @@ def live_context(facts: dict, check: str):
 
 def test_p2p_skips_when_torch_sees_one_gpu_of_two() -> None:
     """CUDA_VISIBLE_DEVICES=0 on a node NVML shows two GPUs: the prerequisite counts torch's devices."""
-    from gpudoctor.runner import unmet
+    from gpudoctor.engine.runner import unmet
 
     facts = node("a6000-2x", **visible_only([0], "0"))
     spec, ctx = live_context(facts, "p2p.access")
@@ -137,7 +137,7 @@ def test_allreduce_expectation_follows_the_gpus_torch_uses() -> None:
 def test_a_mig_node_is_one_slice_not_eight_gpus() -> None:
     """Eight H100s in MIG mode: CUDA gives the process one 1g.10gb slice. Workloads run one rank, p2p skips
     with the reason, and the slice is the GPU they are judged on."""
-    from gpudoctor.runner import unmet
+    from gpudoctor.engine.runner import unmet
 
     facts = node("h100-mig-8x")
     spec, ctx = live_context(facts, "p2p.access")
@@ -200,7 +200,7 @@ def test_a_mig_slice_of_a_gpu_without_an_sm_count_is_unjudged_not_failed() -> No
 
 
 def test_b200_memory_bandwidth_is_the_hgx_table_figure() -> None:
-    from gpudoctor.hardware import gpu_model
+    from gpudoctor.judging.hardware import gpu_model
 
     assert gpu_model({"name": "NVIDIA B200"})["hbm_gbps"] == 7700
 
@@ -224,12 +224,12 @@ def test_torch_facts_on_a_mig_node_count_the_slice_cuda_gives(monkeypatch) -> No
 def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
     """The memory test on a MIG node tests the one slice, never cuda:1..7 (which do not exist)."""
     from cudastub import mig_node
-    from gpudoctor.checks import memtest
+    from gpudoctor.checks.ranks import memtest
 
     cuda = mig_node()
     cuda.install(monkeypatch)
     monkeypatch.setattr(memtest, "test_device", lambda device, words, *rest: {"words": words, "bad": {}})
-    monkeypatch.setattr("gpudoctor.api.progress", lambda *a: None)
+    monkeypatch.setattr(memtest, "progress", lambda *a: None)
     result = memtest.measure_memory({"share": 0.5, "walking_bits": False, "seed": 1})
     assert [g["cuda_index"] for g in result["gpus"]] == [0] and cuda.touched == [0]
 
@@ -240,7 +240,7 @@ def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
 def test_a_copy_that_corrupts_once_in_ten_is_caught() -> None:
     """The destination is cleared before each copy and every copy checked: one bad copy of thirteen, not the
     last, is found (checking only the last copy passed it)."""
-    from gpudoctor.measure import checked_repeats, checksum
+    from gpudoctor.workloads.measure import checked_repeats, checksum
 
     src, dst = torch.randn(1024), torch.empty(1024)
     calls = []
@@ -259,7 +259,7 @@ def test_a_copy_that_corrupts_once_in_ten_is_caught() -> None:
 
 
 def test_a_cleared_destination_shows_a_copy_that_never_happened() -> None:
-    from gpudoctor.measure import checked_repeats, checksum
+    from gpudoctor.workloads.measure import checked_repeats, checksum
 
     src, dst = torch.randn(64), torch.empty(64)
     dst.copy_(src)
@@ -348,7 +348,7 @@ def test_an_unanswered_p2p_status_is_off_in_both_checks() -> None:
 def test_cuda_13_3_needs_the_r610_driver() -> None:
     """CUDA 13.3 and 13.3 Update 1 need driver 610.43.02 (the 13.3 release notes' table); 13.4, whose exact
     minimum is not in the table, falls back to nothing more than the CUDA 13 family minimum."""
-    from gpudoctor.compat import toolkit_minimum
+    from gpudoctor.judging.compat import toolkit_minimum
 
     assert toolkit_minimum("13.3") == toolkit_minimum("13.3.1") == "610.43.02"
     assert toolkit_minimum("13.4.1") is None

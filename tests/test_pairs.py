@@ -1,4 +1,4 @@
-"""The pair judge of cluster.links and the per-node all-reduce (checks/pairs.py), on synthetic measurements:
+"""The pair judge of cluster.links and the per-node all-reduce (gpudoctor/judging/pairs.py), on synthetic measurements:
 the rounds, the first look against the upper quartile of per-node figures and an absolute reference, the
 noise allowance, the re-test against good nodes, and what is named, unconfirmed or cleared. Each case the
 old rule got wrong (the median of transfers, no allowance, no re-test) is here with the figures it got wrong."""
@@ -10,9 +10,9 @@ import random
 
 import pytest
 from clustersim import FRACTIONS, Cluster, judge
-from gpudoctor.checks import pairs
 
-from gpudoctor.compare import Reference
+from gpudoctor.judging import pairs
+from gpudoctor.judging.compare import Reference
 from gpudoctor.model import Status
 
 
@@ -288,7 +288,7 @@ def test_both_ends_of_a_pair_plan_the_same_transfer_size() -> None:
     """Seen in CI: each rank sized a slow pair's transfer from its own clock after the probe, so the two ends
     of node-0 <-> node-3 planned 3,297,280 and 3,293,184 bytes and gloo aborted the rank ("Received data size
     doesn't match expected size"). Every rank now plans from what all of them gathered: the least time left."""
-    from gpudoctor.checks import links
+    from gpudoctor.checks.ranks import links
 
     rounds = [[(0, 1)], [(1, 0)]]
     speeds = {"0-1": [0.0105, 0.0103], "1-0": [0.0101]}

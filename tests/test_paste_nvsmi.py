@@ -428,6 +428,13 @@ def nothing(size: int) -> list[list[None]]:
     return [[None] * size for _ in range(size)]
 
 
+def nvlinks(name: str, size: int) -> list[list[int | None]]:
+    """The NVLinks per pair a sample prints: "NV18"/"NV12" between every pair of the NVLink samples, none
+    (PCIe levels) in the others; None on the diagonal."""
+    count = 18 if "nv18" in name else 12 if "nv12" in name else 0
+    return [[None if a == b else count for b in range(size)] for a in range(size)]
+
+
 @pytest.mark.parametrize(
     "name, indexes, ancestors",
     [
@@ -446,9 +453,15 @@ def nothing(size: int) -> list[list[None]]:
 )
 def test_topo_matrix_as_nvml_common_ancestors(name: str, indexes: list[int], ancestors: list[list]) -> None:
     found = read_sample(name)
+    links = nvlinks(name, len(indexes))
     assert nvml(found) == {
         "status": "ok",
-        "topology": {"indexes": indexes, "common_ancestor": ancestors, "p2p_read": nothing(len(indexes))},
+        "topology": {
+            "indexes": indexes,
+            "common_ancestor": ancestors,
+            "p2p_read": nothing(len(indexes)),
+            "nvlinks": links,
+        },
     }
     assert found.facts["system"] == {}  # NUMA nodes are keyed by bus id, which topo -m does not print
 
@@ -486,6 +499,7 @@ def test_p2p_matrix_is_read_only_when_the_command_says_read() -> None:
         "indexes": [0, 1],
         "common_ancestor": [[None, PHB], [PHB, None]],
         "p2p_read": [[None, 2], [2, None]],
+        "nvlinks": [[None, 0], [0, None]],
     }
     assert merged.conflicts == {}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpudoctor.hardware import gpu_model, hardware, load_data, normal_name
+from gpudoctor.judging.hardware import gpu_model, hardware, load_data, normal_name
 
 ALGOS = {"nvls", "ring", "tree", "nvls_tree", "collnet"}
 LINKS = {"pcie3", "pcie4", "pcie5", "c2c", "nvlink", "ib", "roce", "efa", "tcpxo", "mnnvl"}
@@ -20,6 +20,7 @@ FIGURES = {
     "reducescatter_busbw",
     "alltoall_busbw",
     "nic_busbw_per_400g",
+    "nic_busbw_one_gpu_per_node",
     "h2d_gbps",
     "d2h_gbps",
     "p2p_gbps",

@@ -1,4 +1,4 @@
-"""Every figure against a published healthy one (gpudoctor/references.py, data/references.toml): the one rule,
+"""Every figure against a published healthy one (gpudoctor/judging/references.py, data/references.toml): the one rule,
 the choice of the published figure, the audit's false alarms and misses (issue 30) fixed, and the NICs NCCL
 would use between nodes."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from gpudoctor.checks import cluster
 
-from gpudoctor import expect, references
 from gpudoctor.cluster.node import network
-from gpudoctor.hardware import gpu_model, hardware
+from gpudoctor.judging import expect, references
+from gpudoctor.judging.hardware import gpu_model, hardware
 from gpudoctor.model import Status
 
 

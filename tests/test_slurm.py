@@ -192,7 +192,7 @@ def kill_gpudoctor_once_its_workload_runs(hosts: Hosts, i: int) -> int:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         found = gpudoctor_processes(hosts, i)
-        if any(b"gpudoctor.launch" in cmd for _, cmd in found):
+        if any(b"gpudoctor.workloads.launch" in cmd for _, cmd in found):
             main = next(pid for pid, cmd in found if b"gpudoctor\x00check" in cmd)
             os.kill(main, 9)
             time.sleep(5)

@@ -213,7 +213,7 @@ def test_the_stores_listen_on_master_addr_only(store: Any) -> None:
     """torch's TCPStore server listens on every interface unless handed a socket: rank 0's store gets one bound
     to MASTER_ADDR's address; a name that is not this host's, or this host's name on a loopback address other
     nodes cannot mean, is left to torch."""
-    from gpudoctor.launch import bound_listener, free_port
+    from gpudoctor.workloads.launch import bound_listener, free_port
 
     fd = bound_listener("127.0.0.1", free_port())
     assert fd is not None
@@ -233,7 +233,7 @@ def test_a_one_node_workload_meets_in_a_file_and_listens_on_nothing_but_loopback
     on every interface while it runs (gloo's own pairs stay on loopback)."""
     import psutil
 
-    from gpudoctor.launch import launch
+    from gpudoctor.workloads.launch import launch
 
     seen: set[str] = set()
     done = threading.Event()
@@ -249,7 +249,7 @@ def test_a_one_node_workload_meets_in_a_file_and_listens_on_nothing_but_loopback
     watcher.start()
     try:
         params = {"sizes": [4096, 1 << 20], "warmup": 2, "iters": 30, "out_of_place": True}
-        outcome = launch("gpudoctor.checks.allreduce:worker", 2, "gloo", params, 120)
+        outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 2, "gloo", params, 120)
     finally:
         done.set()
         watcher.join()

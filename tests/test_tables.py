@@ -1,4 +1,4 @@
-"""`python -m gpudoctor.tables`: the torch table refreshed from what the registry serves (PyPI's JSON API,
+"""`python -m gpudoctor.judging.tables`: the torch table refreshed from what the registry serves (PyPI's JSON API,
 real documents saved in tests/fixtures/pypi), and the [[build]] row of the installed torch."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from gpudoctor import compat, tables
-from gpudoctor.hardware import tomllib
+from gpudoctor.judging import compat, tables
+from gpudoctor.judging.hardware import tomllib
 
 PYPI = Path(__file__).parent / "fixtures" / "pypi"
 
@@ -53,7 +53,7 @@ def test_the_tool_reads_saved_documents_and_says_one_line_when_it_cannot(capsys)
     assert "torch.toml knows up to 2.15.0; PyPI adds nothing" in capsys.readouterr().err
     assert tables.main(["--from", str(PYPI / "missing")]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("gpudoctor.tables: cannot read ") and error.count("\n") == 1
+    assert error.startswith("gpudoctor.judging.tables: cannot read ") and error.count("\n") == 1
 
 
 def test_the_installed_torch_gives_its_build_row() -> None:

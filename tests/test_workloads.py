@@ -7,11 +7,12 @@ import pytest
 import torch
 from conftest import load_snapshot, usable_gpus
 from gpudoctor.checks import bandwidth, compute, memtest, p2p
+from gpudoctor.checks.ranks import compute as compute_ranks
 
-from gpudoctor import expect, references
 from gpudoctor.facts.identity import with_gpus
-from gpudoctor.launch import Fault, launch
-from gpudoctor.measure import checksum, summary, time_repeats
+from gpudoctor.judging import expect, references
+from gpudoctor.workloads.launch import Fault, launch
+from gpudoctor.workloads.measure import checksum, summary, time_repeats
 
 RTX = usable_gpus(load_snapshot("rtx2080s-consumer-1x"))
 
@@ -42,7 +43,7 @@ def test_checksum_sees_swapped_words() -> None:
 
 
 def test_memtest_patterns_pass_on_good_memory(no_leftovers) -> None:
-    outcome = launch("gpudoctor.checks.memtest:worker", 1, "gloo", MEMTEST, 120)
+    outcome = launch("gpudoctor.checks.ranks.memtest:worker", 1, "gloo", MEMTEST, 120)
     assert outcome.status == "pass", outcome.message
     data = outcome.data[0]
     assert data["words"] == MEMTEST["words"]
@@ -59,7 +60,7 @@ def test_memtest_patterns_pass_on_good_memory(no_leftovers) -> None:
 
 
 def test_memtest_counts_a_flipped_bit(no_leftovers) -> None:
-    outcome = launch("gpudoctor.checks.memtest:worker", 1, "gloo", MEMTEST, 120, Fault(0, "corrupt", "verify"))
+    outcome = launch("gpudoctor.checks.ranks.memtest:worker", 1, "gloo", MEMTEST, 120, Fault(0, "corrupt", "verify"))
     data = outcome.data[0]
     assert data["bad"]["address in address"] == 1 and sum(data["bad"].values()) == 1
     result = memtest.judge(on("h100-sxm-8x", [{"cuda_index": 3, **data}]))
@@ -70,7 +71,7 @@ def test_memtest_counts_a_flipped_bit(no_leftovers) -> None:
 
 @pytest.mark.parametrize("precision", ["bf16", "tf32"])
 def test_gemm_measures_and_verifies_on_cpu(precision: str) -> None:
-    figures = compute.gemm_on(torch.device("cpu"), 128, precision, warmup=1, iters=3)
+    figures = compute_ranks.gemm_on(torch.device("cpu"), 128, precision, warmup=1, iters=3)
     assert 1e-6 < figures["tflops"] < 10, "two CPU cores reach neither zero nor ten TFLOP/s"
     assert 0 < figures["rel_error"] < compute.TOLERANCE[precision], "checked against float64, and not trivially"
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.cluster.session import READY_WAIT_S, Attempt, Member, Session, WorkloadOutcome, attempt_key
-from gpudoctor.launch import LaunchResult, caused_elsewhere
 from gpudoctor.model import SEVERITY, Result, Row, Status
+from gpudoctor.workloads.launch import LaunchResult, caused_elsewhere
 
 
 @dataclass

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.errors import InputError
+
 SECRET_ENV = "GPUDOCTOR_RUN_SECRET"
 SECRET_FILE_ENV = "GPUDOCTOR_RUN_SECRET_FILE"
 MUNGE_SOCKET_ENV = "GPUDOCTOR_MUNGE_SOCKET"  # where munged listens, if not munge's default
@@ -40,7 +42,7 @@ HANDOFF_POLL_S = 0.25
 NONCE_BYTES = 16
 
 
-class CredentialError(ValueError):
+class CredentialError(InputError):
     """The run's credential is missing where it was promised, or unusable: one line for the user."""
 
 

@@ -16,11 +16,13 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpudoctor.errors import InputError
+
 SLURM_PORT_BASE = 29500
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # a host name, as Slurm and DNS allow them
 
 
-class ClusterEnvError(ValueError):
+class ClusterEnvError(InputError):
     """The launcher's environment is inconsistent (a usage error)."""
 
 

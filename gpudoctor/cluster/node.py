@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor import expect
 from gpudoctor.cluster.env import ClusterEnv
-from gpudoctor.hardware import gpu_model
+from gpudoctor.judging import expect
+from gpudoctor.judging.hardware import gpu_model
 from gpudoctor.model import Result, Status
 
 VERDICT_CHECK = "cluster.verdict"

@@ -21,8 +21,8 @@ from typing import Any
 from gpudoctor.cluster import messages
 from gpudoctor.cluster.env import ClusterEnv
 from gpudoctor.cluster.store import STORE_ERRORS, Control
-from gpudoctor.launch import LaunchResult, RankReport, Span, free_port, judge_ranks, launch
 from gpudoctor.model import Status
+from gpudoctor.workloads.launch import LaunchResult, RankReport, Span, free_port, judge_ranks, launch
 
 BEAT_S = 2.0
 BEAT_STALE_S = 15.0  # a node silent this long is gone (killed, network down, machine lost)

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpudoctor.cluster import credential as cred
 from gpudoctor.cluster.env import ClusterEnv
-from gpudoctor.launch import bound_listener
+from gpudoctor.workloads.launch import bound_listener
 
 STORE_ERRORS = (RuntimeError, OSError)  # the store went away: its server (rank 0, or the agent) ended
 

@@ -105,7 +105,8 @@ class NvmlFacts(TypedDict, total=False):
     cuda_driver_version: int | None  # 13010 is CUDA 13.1
     nvml_version: str | None
     gpus: list[GpuFacts]
-    topology: dict[str, list]  # indexes, p2p_read and common_ancestor matrices in `indexes` order
+    topology: dict[str, list]  # indexes, p2p_read and common_ancestor matrices in `indexes` order (a pasted
+    # `topo -m` adds nvlinks: the NVLinks joining each pair)
 
 
 class TorchFacts(TypedDict, total=False):

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES, problem
 from gpudoctor.files import MAX_INPUT_BYTES, decode, parse_json, read_input
 
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
 
-class SnapshotError(ValueError):
+class SnapshotError(InputError):
     """A snapshot file that is corrupt, foreign or from a newer gpudoctor."""
 
 

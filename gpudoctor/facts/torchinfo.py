@@ -16,7 +16,7 @@ from typing import Any
 
 
 def start() -> subprocess.Popen[str]:
-    from gpudoctor.isolate import python_module
+    from gpudoctor.workloads.isolate import python_module
 
     return subprocess.Popen(
         python_module("gpudoctor.facts.torchinfo"),
@@ -251,7 +251,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    from gpudoctor.isolate import die_with_parent
+    from gpudoctor.workloads.isolate import die_with_parent
 
     die_with_parent()
     json.dump(gather(), sys.stdout)

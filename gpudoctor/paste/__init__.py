@@ -1,5 +1,5 @@
 """Reading what users have: the text they paste (collect_env, nvidia-smi's table, -q, -L and topo -m, kernel
-and NCCL logs, nccl-tests, nvbandwidth and dcgmi diag outputs (text and JSON), tracebacks, an
+and NCCL logs, nccl-tests, nvbandwidth and dcgmi diag outputs (text and JSON), ibstat and ibstatus, tracebacks, an
 nvidia-bug-report.log, or a whole issue body mixing them) turned into the facts
 the judges read. One table of readers; every reader reads every line and records only what it recognises, so
 a mix is read as well as one kind alone. Nothing in a paste is executed."""
@@ -21,6 +21,7 @@ READERS = {
     "nccl-tests": "nccl_tests",
     "nvbandwidth": "nvbandwidth",
     "dcgmi diag": "dcgm_diag",
+    "ibstat": "ibstat",
     "error": "signatures",
 }
 
@@ -59,7 +60,7 @@ WOULD_GIVE = {
 def derive(found: Found) -> None:
     """What follows from what the paste states: an official torch build's arch list (torch.toml), a GPU's
     compute capability from its name (hardware.toml)."""
-    from gpudoctor import compat, hardware
+    from gpudoctor.judging import compat, hardware
 
     torch, system = found.facts["torch"], found.facts["system"]
     platform = compat.platform_key(system.get("os") or "Linux", system.get("machine") or "x86_64")
@@ -81,8 +82,8 @@ def derive(found: Found) -> None:
 def _driver_against_its_cuda(found: Found) -> None:
     """A driver version and a CUDA driver version from two places that cannot both be one driver's (torch
     saying "found version 11040" beside a collect_env block with driver 550): a conflict of their own."""
-    from gpudoctor import compat
-    from gpudoctor.hardware import cuda_version_text
+    from gpudoctor.judging import compat
+    from gpudoctor.judging.hardware import cuda_version_text
 
     nvml = found.facts["nvml"]
     driver, cuda = nvml.get("driver_version"), cuda_version_text(nvml.get("cuda_driver_version"))

@@ -524,7 +524,8 @@ class Reader:
         return j
 
     def topo(self, i: int, rows: list[tuple[int, list[str], int]], gpus: int, width: int, trailing: list[str]) -> None:
-        """`topo -m`: the common PCIe ancestor of each GPU pair, and each GPU's NUMA node."""
+        """`topo -m`: the common PCIe ancestor of each GPU pair, the NVLinks joining it ("NV12": 12, else 0),
+        and each GPU's NUMA node."""
         indexes = [index for index, _, _ in rows]
         if any(b >= gpus for b in indexes):
             return
@@ -532,9 +533,14 @@ class Reader:
             [None if a == b else ANCESTORS.get(cells[b]) if b < len(cells) else None for b in indexes]
             for a, cells, _ in rows
         ]
+        nvlinks = [
+            [None if a == b else nvlink_count(cells[b]) if b < len(cells) else None for b in indexes]
+            for a, cells, _ in rows
+        ]
         self.fact("nvml.status", "ok", i)
         self.topology_fact("indexes", indexes, i)
         self.topology_fact("common_ancestor", ancestors, i)
+        self.topology_fact("nvlinks", nvlinks, i)
         for index, cells, line in rows:
             after = cells[width:]
             if "NUMA Affinity" in trailing and len(after) == len(trailing):
@@ -680,6 +686,11 @@ class Reader:
         if nodes:
             first = min(row for _, row in self.topology.numa.values())
             self.fact("system.gpu_numa_nodes", nodes, first)
+
+
+def nvlink_count(cell: str) -> int:
+    """A `topo -m` cell's NVLinks: "NV12" is twelve bonded links, any PCIe level none."""
+    return int(cell[2:]) if NVLINK_CELL.match(cell) else 0
 
 
 def state_cells(cells: list[str]) -> dict[str, Any]:

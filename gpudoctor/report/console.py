@@ -1,18 +1,24 @@
-"""The Rich console report: summary line first, a table per area, remediation under each failure.
+"""The Rich console report: summary line first, then what to do first, a table per area, remediation under each
+failure.
 
-Rich honours NO_COLOR and writes no colour codes when the output is not a terminal.
+Rich honours NO_COLOR and writes no colour codes when the output is not a terminal. Fix commands are printed
+outside tables and never wrapped, and no line ends in spaces, so a command copied from a terminal, a pipe or a
+file runs as it was written.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from itertools import groupby
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -34,21 +40,113 @@ def badge(status: Status) -> Text:
 
 
 SHOWN = 12  # rows, metrics and findings listed without -v; the JSON report keeps all
+LABEL_MAX = 28  # the check column's widest; a longer id folds
+FIRST_TITLE = "do this first"
+COMMAND_ROOM = 40  # columns a command keeps beside its indent before the indent shrinks to two
 
 
-def render(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
-    console.print(_summary_line(document))
-    _render_results(console, results, verbose)
-    console.print(_closing_line(document))
+def render(
+    console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False, saved: bool = False
+) -> None:
+    """A node's report. `saved`: a report read back from its JSON (`gpudoctor report`), which the header says
+    instead of calling it live."""
+    emit(console, _summary_line(document, results, saved))
+    width = _list_width(results, verbose)
+    _first_steps(console, results, document["host"], verbose, width)
+    _render_results(console, results, verbose, width)
+    emit(console, _closing_line(document))
 
 
-def _render_results(console: Console, results: list[Result], verbose: bool) -> None:
+def emit(console: Console, renderable: RenderableType) -> None:
+    """Print `renderable` laid out at the console's width with no trailing spaces on any line (Rich pads table
+    cells and titles to their width)."""
+    for line in console.render_lines(renderable, pad=False):
+        console.print(Segments([*_rstripped(line), Segment.line()]), soft_wrap=True, end="")
+
+
+def _rstripped(line: list[Segment]) -> list[Segment]:
+    line = list(line)
+    while line and not line[-1].control and not line[-1].text.rstrip():
+        line.pop()
+    if line and not line[-1].control:
+        last = line[-1]
+        line[-1] = Segment(last.text.rstrip(), last.style)
+    return line
+
+
+def verbatim(console: Console, text: str, style: str = "") -> None:
+    """One line exactly as given, whatever the width: never wrapped, cropped or padded (a command, a node list
+    to paste)."""
+    console.print(Text(text.rstrip(), style=style), soft_wrap=True)
+
+
+def _label_width(results: list[Result]) -> int:
+    return min(max((len(r.label) for r in results), default=10), LABEL_MAX)
+
+
+def _list_width(results: list[Result], verbose: bool) -> int:
+    """The check column's width: the longest label the list shows (repeated skips are collapsed without -v)."""
+    return _label_width(results if verbose else collapse_skips(results)[0])
+
+
+def _row_table(width: int) -> Table:
+    """A status, a check and its result: every table of the list shares the first two columns' widths, so
+    tables printed one after another (split where a fix's commands are printed) line up."""
+    table = Table(show_header=False, box=None, pad_edge=False, expand=False)
+    table.add_column("status", no_wrap=True, width=7)
+    table.add_column("check", overflow="fold", width=width)
+    table.add_column("result", overflow="fold", ratio=1)
+    return table
+
+
+def _indent(console: Console, width: int) -> str:
+    """Spaces up to the result column (7 + 2 + width + 2) where that leaves a command COMMAND_ROOM columns; two
+    on a narrower console."""
+    column = width + 11
+    return " " * (column if console.width - column >= COMMAND_ROOM else 2)
+
+
+def _first_steps(console: Console, results: list[Result], place: str, verbose: bool, width: int) -> None:
+    """Every failure, then every warning, one entry each (the check, where, the problem) with the commands
+    that fix it; nothing when all passed. The full list follows."""
+    urgent = sorted(
+        (r for r in results if r.status.is_failure or r.status == Status.WARN), key=lambda r: -SEVERITY[r.status]
+    )
+    if not urgent:
+        return
+    emit(console, Text(FIRST_TITLE, style="bold"))
+    shown = urgent if verbose else urgent[:SHOWN]
+    for result in shown:
+        table = _row_table(width)
+        table.add_row(badge(result.status), result.label, _problem(result, place))
+        fix = result.remediation
+        if fix and not fix.commands:
+            table.add_row("", "", Text(fix.why, style="dim"))
+        emit(console, table)
+        for command in fix.commands if fix else []:
+            verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
+    if len(urgent) > len(shown):
+        emit(console, Text(f"... and {len(urgent) - len(shown)} more in the list below", style="dim"))
+
+
+def _problem(result: Result, place: str) -> str:
+    """The result's summary, led by where it is (the GPUs, nodes or links its rows name, else `place`) unless
+    the summary already starts there."""
+    bad = list(dict.fromkeys(row.where for row in result.rows if row.status not in (Status.PASS, Status.SKIP)))
+    lead = bad[0] if bad else place
+    if not lead or result.summary.startswith(lead):
+        return result.summary
+    where = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "") if bad else place
+    return f"{where}: {result.summary}"
+
+
+def _render_results(console: Console, results: list[Result], verbose: bool, width: int | None = None) -> None:
     shown, collapsed = (results, []) if verbose else collapse_skips(results)
-    width = min(max((len(r.label) for r in shown), default=10), 28)
+    width = _list_width(results, verbose) if width is None else width
     for area, group in groupby(shown, key=lambda r: r.check_id.split(".")[0]):
-        console.print(_area_table(area, list(group), verbose, width))
+        _render_area(console, area, list(group), verbose, width)
     for count, reason in collapsed:
-        console.print(Text(f"{count} checks skipped: {reason}", style="dim"))
+        emit(console, Text(f"{count} checks skipped: {reason}", style="dim"))
 
 
 def collapse_skips(results: list[Result]) -> tuple[list[Result], list[tuple[int, str]]]:
@@ -60,7 +158,9 @@ def collapse_skips(results: list[Result]) -> tuple[list[Result], list[tuple[int,
     return shown, [(reasons[reason], reason) for reason in repeated]
 
 
-def _summary_line(document: dict[str, Any]) -> Text:
+def _summary_line(document: dict[str, Any], results: list[Result], saved: bool = False) -> Text:
+    """The verdict, the counts (of results; of checks too where a check gave several), how long, where, and
+    whether this is a run or a saved report read back."""
     counts = document["counts"]
     parts = [
         f"{counts[s.value]} {word}"
@@ -74,13 +174,24 @@ def _summary_line(document: dict[str, Any]) -> Text:
         )
         if counts[s.value]
     ]
-    line = Text.assemble(
+    checks = len({r.check_id for r in results})
+    unit = f" ({len(results)} results from {checks} check{'s' * (checks != 1)})" if checks != len(results) else ""
+    return Text.assemble(
         badge(Status(document["status"])),
         " ",
-        f"{', '.join(parts)} in {document['duration_s']:.1f} s",
-        (f"  · {document['host']} · level {document['level']} · {document['source']}", "dim"),
+        f"{', '.join(parts)}{unit} in {document['duration_s']:.1f} s",
+        (f"  · {_origin(document, saved)}", "dim"),
     )
-    return line
+
+
+def _origin(document: dict[str, Any], saved: bool) -> str:
+    """`node01 · level quick · live` for a run; `saved report from <started_at> on node01 · level quick` for a
+    report read back from its JSON (its facts' source follows when they were not this node's, live)."""
+    source = document["source"]
+    if not saved:
+        return f"{document['host']} · level {document['level']} · {source}"
+    said = f"saved report from {document['started_at']} on {document['host']} · level {document['level']}"
+    return said if source == "live" else f"{said} · {source}"
 
 
 def _closing_line(document: dict[str, Any]) -> Text:
@@ -90,17 +201,31 @@ def _closing_line(document: dict[str, Any]) -> Text:
     return Text(text, style="dim")
 
 
-def _area_table(area: str, results: list[Result], verbose: bool, width: int) -> Table:
-    table = Table(
-        title=area, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False, expand=False
-    )
-    table.add_column("status", no_wrap=True, width=7)
-    table.add_column("check", overflow="fold", width=width)
-    table.add_column("result", overflow="fold", ratio=1)
+def _render_area(console: Console, area: str, results: list[Result], verbose: bool, width: int) -> None:
+    """An area's title and its results; where a result has a fix, the table is printed up to the fix's reason
+    and the commands follow outside it, unwrapped, before the next table."""
+    emit(console, Text(area, style="bold"))
+    table = _row_table(width)
     for result in results:
         table.add_row(badge(result.status), result.label, result.summary)
         _add_details(table, result, verbose)
-    return table
+        for fix, label in _fixes(result):
+            table.add_row("", Text(label, style="cyan"), fix.why)
+            emit(console, table)
+            for command in fix.commands:
+                verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
+            table = _row_table(width)
+    if table.row_count:
+        emit(console, table)
+
+
+def _fixes(result: Result) -> Iterator[tuple[Remediation, str]]:
+    """A result's fix and, where there is one, the other way to fix it; none for a pass."""
+    fix = result.remediation
+    if fix and result.status != Status.PASS:
+        yield fix, "  fix"
+        if fix.instead:
+            yield fix.instead, "  or"
 
 
 def _add_details(table: Table, result: Result, verbose: bool) -> None:
@@ -115,10 +240,6 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
     for row in _capped(table, shown, verbose, "rows"):
         where = f"GPU {row.index}" if row.index is not None else row.where if row.node else ""
         table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
-    if result.remediation and result.status != Status.PASS:
-        _add_fix(table, result.remediation, "  fix")
-        if result.remediation.instead:
-            _add_fix(table, result.remediation.instead, "  or")
 
 
 def _row_figures(result: Result) -> list[tuple[str, Metric]]:
@@ -126,12 +247,6 @@ def _row_figures(result: Result) -> list[tuple[str, Metric]]:
     passed on. The rows that are not fine come first, so the cap never hides the figure a GPU failed on."""
     rows = sorted(result.rows, key=lambda row: -SEVERITY[row.status])
     return [(row.where, m) for row in rows for m in row.metrics if m.expected is not None]
-
-
-def _add_fix(table: Table, fix: Remediation, label: str) -> None:
-    table.add_row("", Text(label, style="cyan"), fix.why)
-    for command in fix.commands:
-        table.add_row("", "", Text(f"$ {command}", style="cyan"))
 
 
 def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[Any]:
@@ -185,27 +300,41 @@ def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-class LiveProgress:
-    """The check that runs now, how many are done and the time elapsed; shown only when stderr is a
-    terminal (never in files or pipes), and gone when the run ends."""
+PIPE_QUIET_S = 3.0  # a run shorter than this prints no progress into a pipe
 
-    def __init__(self, console: Console, total: int) -> None:
+
+class LiveProgress:
+    """Progress in checks (the unit the summary line counts in "N results from M checks"). On a terminal: the
+    check that runs now, how many are done and the time elapsed, gone when the run ends. Elsewhere (a pipe, a
+    file): one line per check started, `[3/38] ddp.train: title ...`, once the run has gone on for `quiet_s`,
+    so a quick run stays silent and a long one shows it is alive."""
+
+    def __init__(
+        self, console: Console, total: int, quiet_s: float = PIPE_QUIET_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.console = console
         self.total = total
         self.done = 0
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self.started: float | None = None
         self.progress: Progress | None = None
         self.task: Any = None
 
     def __call__(self, event: str, check_id: str, title: str) -> None:
-        if self.progress is None:
-            return
         if event == "done":
             self.done += 1
-            self.progress.update(self.task, completed=self.done)
-        else:
-            self.progress.update(self.task, description=f"[{self.done + 1}/{self.total}] {check_id}: {title}")
+        line = f"[{self.done + 1}/{self.total}] {check_id}: {title}"
+        if self.progress is not None:
+            if event == "done":
+                self.progress.update(self.task, completed=self.done)
+            else:
+                self.progress.update(self.task, description=line)
+        elif event == "start" and self.started is not None and self.clock() - self.started > self.quiet_s:
+            verbatim(self.console, f"{line} ...")
 
     def context(self) -> AbstractContextManager[Any]:
+        self.started = self.clock()
         if not self.console.is_terminal:
             return nullcontext()
         self.progress = Progress(
@@ -226,22 +355,27 @@ TAMPERED = (
 )
 
 
-def render_cluster(console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False) -> None:
+def render_cluster(
+    console: Console, document: dict[str, Any], results: list[Result], verbose: bool = False, saved: bool = False
+) -> None:
     """Rank 0's cluster report, readable at 1,000 nodes: the verdict, the nodes counted by rank 0's verdict,
-    every node and link the results name (worst first, each with its figure, the reference it was judged
-    against and the noise allowance), the cross-node results, and what to drain. -v adds a row per node."""
+    what to do first, every node and link the results name (worst first, each with its figure, the reference it
+    was judged against and the noise allowance), the cross-node results, and what to drain. -v adds a row per
+    node. `saved` as for `render`."""
     cluster = document["cluster"]
-    console.print(_summary_line(document))
-    console.print(_verdict_counts(cluster))
+    emit(console, _summary_line(document, results, saved))
+    emit(console, _verdict_counts(cluster))
+    width = _list_width(results, verbose)
+    _first_steps(console, results, "cluster", verbose, width)
     if cluster.get("credential") == "none":
-        console.print(Text(NO_CREDENTIAL, style="yellow"))
+        emit(console, Text(NO_CREDENTIAL, style="yellow"))
     if cluster.get("tampered"):
-        console.print(Text(TAMPERED.format(", ".join(cluster["tampered"])), style="bold red"))
+        emit(console, Text(TAMPERED.format(", ".join(cluster["tampered"])), style="bold red"))
     if verbose:
-        console.print(_node_table(cluster))
+        emit(console, _node_table(cluster))
     if cluster["findings"]:
-        console.print(_findings_table(cluster["findings"], verbose))
-    _render_results(console, results, verbose)
+        emit(console, _findings_table(cluster["findings"], verbose))
+    _render_results(console, results, verbose, width)
     for label, names, style in (
         ("drain (failed nodes)", cluster["failed_nodes"], "bold red"),
         ("stragglers", cluster["stragglers"], "yellow"),
@@ -249,8 +383,8 @@ def render_cluster(console: Console, document: dict[str, Any], results: list[Res
         ("slow links", cluster["links"], "yellow"),
     ):
         if names:
-            console.print(Text(f"{label}: {','.join(names)}", style=style))
-    console.print(_closing_line(document))
+            verbatim(console, f"{label}: {','.join(names)}", style)
+    emit(console, _closing_line(document))
 
 
 def _verdict_counts(cluster: dict[str, Any]) -> Text:

@@ -10,28 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor import __version__
+from gpudoctor.errors import InputError
 from gpudoctor.model import SEVERITY, Result, Row, Status, finite_number, result_from_dict, worst
+from gpudoctor.report.exits import EXIT_FAIL, EXIT_OK, exit_code
 
 # 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
 # confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
 SCHEMA_VERSION = 4
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def overall_status(results: list[Result]) -> Status:
     judged = [r.status for r in results if r.status != Status.SKIP]
     return worst(judged) if judged else Status.SKIP
-
-
-def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
-    """0 no failures (warnings allowed), 1 any fail/error/timeout (or warning with --strict), 130 interrupted."""
-    if interrupted:
-        return EXIT_INTERRUPTED
-    if any(r.status.is_failure for r in results):
-        return EXIT_FAIL
-    if strict and any(r.status == Status.WARN for r in results):
-        return EXIT_FAIL
-    return EXIT_OK
 
 
 def report_status(results: list[Result], interrupted: bool, drains: bool = False) -> str:
@@ -194,7 +184,7 @@ def _ratio(figure: dict[str, Any] | None) -> float:
     return value / expected if expected else 1.0
 
 
-class ReportError(ValueError):
+class ReportError(InputError):
     """A file that is not a report gpudoctor can read; the message names the file and why."""
 
 

@@ -193,6 +193,15 @@ def rivals(path: str) -> list[str]:
     return found
 
 
+def after_write(path: str) -> list[str]:
+    """The format registry's look at a written file: a warning for each rival (see `rivals`)."""
+    return [
+        f"{other} also holds gpudoctor's series: node_exporter serves one file's values (perhaps the older) and "
+        "logs the others' as 'collected before'; keep one gpudoctor file per folder"
+        for other in rivals(path)
+    ]
+
+
 def _run_series(path: Path) -> set[str]:
     """The `gpudoctor_last_run_timestamp_seconds` series (name and labels) a textfile holds."""
     try:

@@ -1,6 +1,6 @@
 """Refresh gpudoctor's torch table from the package registry, at each torch release.
 
-`python -m gpudoctor.tables` compares the releases PyPI serves (torch, torchvision) with
+`python -m gpudoctor.judging.tables` compares the releases PyPI serves (torch, torchvision) with
 gpudoctor/data/torch.toml and prints a [[release]] row, as TOML, for each torch release the table lacks: its
 date, the platforms PyPI has wheels for, the CUDA variant PyPI's own wheel is (from its cuda-toolkit or
 nvidia-cuda-runtime pin), and the torchvision that declares it. `--write` appends those rows to the table and
@@ -26,7 +26,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from gpudoctor import compat
+from gpudoctor.judging import compat
 
 PYPI = "https://pypi.org/pypi/{}/json"
 PLATFORM_TAGS = (("win_amd64", "windows"), ("aarch64", "linux_aarch64"), ("x86_64", "linux_x86_64"))
@@ -117,7 +117,7 @@ def release_row(release: str, torch_json: dict[str, Any], vision_json: dict[str,
         "[[release]]",
         f"# PyPI JSON API: files uploaded {dates[0] if dates else 'on an unknown date'}"
         + (f"; its wheel pins CUDA toolkit {toolkit}" if toolkit else "")
-        + f". Written by `python -m gpudoctor.tables`; variants copied from {previous} until read from "
+        + f". Written by `python -m gpudoctor.judging.tables`; variants copied from {previous} until read from "
         "download.pytorch.org (docs/TABLES.md).",
         f'torch = "{release}"',
     ]
@@ -173,7 +173,7 @@ def write(rows: list[str], newest: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpudoctor.tables", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gpudoctor.judging.tables", description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="folder", type=Path, help="read torch.json and torchvision.json from here")
     parser.add_argument("--write", action="store_true", help="append the new rows to gpudoctor/data/torch.toml")
     parser.add_argument("--installed", action="store_true", help="print the [[build]] row of the torch here")
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = missing_releases(torch_json, table)
         rows = [release_row(r, torch_json, vision_json, table) for r in missing]
     except TablesError as exc:
-        print(f"gpudoctor.tables: {exc}", file=sys.stderr)
+        print(f"gpudoctor.judging.tables: {exc}", file=sys.stderr)
         return 2
     said = f"torch.toml knows up to {table['newest_torch']}; PyPI adds {', '.join(missing) or 'nothing'}"
     print(f"# {said}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""The engine: selection, prerequisites, running. Knows how to run checks, knows no check by name; checks
-see only `gpudoctor.api`."""
+"""The checks' side of the engine: selection, prerequisites, running each check. It knows how to run checks
+and no check by name (a check declares what it needs; the registry orders them); checks see only
+`gpudoctor.api`."""
 
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor import guard
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.context import CheckContext, Options
+from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
 from gpudoctor.vetting import NotAResult, vetted
+from gpudoctor.workloads import guard
 
 
-class SelectionError(ValueError):
+class SelectionError(InputError):
     """--only/--skip named a check or area that does not exist."""
 
 

@@ -110,7 +110,7 @@ def _run(target: str, payload: dict[str, Any], timeout_s: float, env: dict[str, 
     with open(workdir / "stderr", "wb") as stderr:
         try:
             proc = subprocess.Popen(
-                python_module("gpudoctor.isolate", str(spec_path)),
+                python_module("gpudoctor.workloads.isolate", str(spec_path)),
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
                 stderr=stderr,

@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from gpudoctor.hardware import load_data
+from gpudoctor.judging.hardware import load_data
 from gpudoctor.model import Remediation
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"

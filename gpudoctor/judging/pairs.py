@@ -1,4 +1,6 @@
-"""Judging nodes by measurements between pairs of them (pure: no torch), for the cross-node checks.
+"""Judging nodes by measurements between pairs of them (pure: no torch), for the cross-node checks: the
+links between nodes (cluster.links, one rank per node) and each node's share of the all-reduce across them
+(cluster.allreduce, every GPU of both nodes), both measured by a workload that returns what `gathered` reads.
 
 Nodes are measured in rounds of disjoint pairs: first each with its four nearest ring neighbours (i+-1,
 i+-2: at most six rounds whatever the node count), each directed figure the better of two passes (three in
@@ -23,16 +25,19 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.api import SEVERITY, Remediation, Result, Row, Status, compare, worst
+from gpudoctor.judging import compare
+from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, worst
 
 FIRST_RATE = 0.2  # the chance that noise makes any healthy node or link a suspect, per first look
 CONFIRM_RATE = 0.05  # the chance that a healthy suspect re-tests slow as well
 REFERENCE_PAIRS = 8  # good pairs re-measured beside the suspects in a re-test round, for its reference
 MAX_RETEST_ROUNDS = 3
 PASSES, RETEST_PASSES = 2, 3  # a re-test is few pairs: one more pass, and one passing load cannot confirm
+FIRST_SHARE = 0.6  # of a check's time limit: the first look; the re-test gets the rest
 Pair = tuple[int, int]
 
 
@@ -522,3 +527,74 @@ def _link_result(look: FirstLook, links: dict[Pair, Named], metric: str) -> Resu
     return Result(
         worst([r.status for r in rows]), f"slow link {shown}{note}", aspect="links", rows=rows, remediation=SLOW_LINK
     )
+
+
+# --- a pair measurement over every node, its suspects re-tested, judged on rank 0 ------------------------
+def confirmed_pairs(
+    first: Any,
+    again: Callable[[dict[str, Any]], Any],
+    fractions: compare.Fractions,
+    reference: tuple[compare.Reference | None, float],
+    what: str,
+    metrics: tuple[str, str] = ("node_link_bandwidth", "link_bandwidth"),
+) -> list[Result] | Result:
+    """A pair measurement over every node (`first`, the outcome of a worker whose ranks return `node`, `sent`,
+    `wrong` and `sizes` as cluster.links' does) judged against the nodes' figures and `reference` (an absolute
+    one, and the fraction of it that passes); its suspects re-tested by `again(plan)`, a second attempt of the
+    same worker with `plan` as rank 0's additions to its parameters (its outcome, or the Result saying which
+    node failed it); the verdicts. `metrics` name a node's figure and one transfer's."""
+    names = {m.rank: m.name for m in first.members}
+    transfers, sizes, wrong = gathered(first)
+    if wrong:
+        return corrupted(wrong, names)
+    look = first_look(transfers, names, fractions, *reference)
+    rounds = retest_rounds(look)
+    failed: list[Result] = []
+    retest: list[dict[str, Any]] = []
+    if rounds:
+        outcome = again({"rounds": rounds, "pair_sizes": retest_sizes(sizes, rounds), "passes": RETEST_PASSES})
+        if isinstance(outcome, Result):
+            failed.append(outcome)  # the suspects stay unconfirmed; the node that failed the re-test is named
+        else:
+            retest, _, wrong = gathered(outcome)
+            if wrong:
+                return corrupted(wrong, names)
+    nodes, slow_links = confirm(look, retest)
+    said = f"{len(transfers)} {what}" + (f", {len(retest)} re-tested" if retest else "")
+    judged = results(look, nodes, slow_links, said, metrics[0])
+    judged[0].metrics = [_transfer_metric(metrics[1], t, names, "first") for t in transfers] + [
+        _transfer_metric(metrics[1], t, names, "retest") for t in retest
+    ]
+    return judged + failed
+
+
+def retest_sizes(sizes: dict[str, int], rounds: list[list[Pair]]) -> dict[str, int]:
+    """A re-tested pair's transfer size: the smaller of its two nodes' sizes in the first look."""
+    own: dict[int, int] = {}
+    for key, size in sizes.items():
+        for node in map(int, key.split("-")):
+            own[node] = min(own.get(node, size), size)
+    return {f"{min(a, b)}-{max(a, b)}": min(own[a], own[b]) for pairs_ in rounds for a, b in pairs_}
+
+
+def gathered(outcome: Any) -> tuple[list[dict[str, Any]], dict[str, int], list[tuple[int, int]]]:
+    """Every transfer, the sizes used, and the (src, dst) of every delivery that arrived wrong."""
+    transfers = [t for r in outcome.ranks for t in r.data["sent"]]
+    sizes = next(r.data["sizes"] for r in outcome.ranks)
+    wrong = [(int(src), r.data["node"]) for r in outcome.ranks for src, n in r.data["wrong"].items() if n]
+    return transfers, sizes, wrong
+
+
+def _transfer_metric(name: str, t: dict[str, Any], names: dict[int, str], stage: str) -> Metric:
+    labels = {"src": names[t["src"]], "dst": names[t["dst"]], "stage": stage}
+    return Metric(name, round(t["gbps"], 4), "GB/s", labels=labels)
+
+
+def corrupted(wrong: list[tuple[int, int]], names: dict[int, str]) -> Result:
+    """Deliveries that arrived wrong: the link between the two (sender, wire or receiver) corrupts data."""
+    rows = [
+        Row(Status.FAIL, "data arrived corrupted", node=names[src], peer=names[dst], confirmed=None)
+        for src, dst in sorted(set(wrong))
+    ]
+    text = ", ".join(f"{names[s]} -> {names[d]}" for s, d in sorted(set(wrong)))
+    return Result(Status.FAIL, f"data arrived corrupted on {text}", aspect="links", rows=rows)

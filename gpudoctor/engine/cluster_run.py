@@ -1,5 +1,5 @@
-"""A node's whole part in a cluster run, as a library function: the Python API and the command line both
-call `run_node`, and only print what it returns.
+"""A node's whole part in a cluster run: the engine's entry (engine.perform) calls `run_node` for a plan made
+in cluster mode, for the command line and the Python API alike.
 
 Every node runs its own checks and sends its report to rank 0; then every node takes part in the cross-node
 checks at once. Rank 0 builds the cluster report and tells every node its verdict before it ends the run;
@@ -8,20 +8,19 @@ every other node's report carries that verdict (`cluster.verdict`) and exits by 
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from gpudoctor import __version__
 from gpudoctor.cluster.context import ClusterContext
-from gpudoctor.cluster.credential import CredentialError
 from gpudoctor.cluster.env import ClusterEnvError
 from gpudoctor.cluster.node import node_report, verdict_result, verdicts
 from gpudoctor.cluster.session import Session
 from gpudoctor.cluster.store import STORE_ERRORS
-from gpudoctor.execution import Plan, Report, execute, meta, now
-from gpudoctor.report import document as doc
+from gpudoctor.engine.execution import execute
+from gpudoctor.engine.report import NodesPart, Report, Started, report
 
 if TYPE_CHECKING:
+    from gpudoctor.engine.planning import Plan
     from gpudoctor.model import Result
 
 # How long rank 0 waits for every node's own report (nodes that stop beating are not waited for).
@@ -34,18 +33,17 @@ def report_wait(plan: Plan) -> float:
 
 def run_node(plan: Plan) -> Report:
     """This node's part. Rank 0 returns the cluster report; any other node its own report with rank 0's
-    verdict about it. Raises ClusterEnvError when the cluster's store cannot be reached."""
+    verdict about it. Raises ClusterEnvError (bad input: exit 2) when the cluster's store cannot be reached,
+    CredentialError when the run's credential cannot be had."""
     env, settings = plan.cluster, plan.cluster_settings
     assert env is not None, "run_node needs a plan made in cluster mode"
     local = [s for s in plan.specs if "cluster" not in s.needs]
     across = [s for s in plan.specs if "cluster" in s.needs]
-    started_at, started = now(), time.monotonic()
+    started = Started()
     try:
         session = Session(env, settings["join_timeout"])
     except STORE_ERRORS as exc:
         raise ClusterEnvError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
-    except CredentialError as exc:
-        raise ClusterEnvError(str(exc)) from None
     session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
     context = ClusterContext(session, report_wait(plan))
     cross_node = {s.id for s in across}
@@ -58,34 +56,28 @@ def run_node(plan: Plan) -> Report:
 
     try:
         own = execute(plan, False, specs=local, on_event=on_event)
-        shared = doc.build(own.results, meta(plan, started_at, started), 0, own.interrupted)
-        shared["exit_code"] = doc.exit_code(own.results, plan.strict, own.interrupted)
+        shared = report(plan, own.results, started, own.interrupted).document
         session.share(node_report(env, shared, plan.facts, sorted(cross_node)))
         if env.leader:
             context.nodes = session.roster(settings["join_timeout"], report_wait(plan))
         joint = execute(plan, False, specs=across, cluster=context, on_event=on_event)
         interrupted = own.interrupted or joint.interrupted
         if env.leader:
-            return _lead(plan, context, joint.results, started_at, started, interrupted)
+            return _lead(plan, context, joint.results, started, interrupted)
         verdict = None if interrupted else session.verdict()
         results = [*own.results, *joint.results, verdict_result(verdict, context.leader_name)]
-        code = doc.exit_code(results, plan.strict, interrupted)
-        return Report(results, doc.build(results, meta(plan, started_at, started), code, interrupted))
+        return report(plan, results, started, interrupted)
     finally:
         session.close()
 
 
-def _lead(
-    plan: Plan, context: ClusterContext, results: list[Result], started_at: str, started: float, interrupted: bool
-) -> Report:
+def _lead(plan: Plan, context: ClusterContext, results: list[Result], started: Started, interrupted: bool) -> Report:
     """Rank 0: the cluster report, and every node's verdict posted before the run ends."""
     env = plan.cluster
     assert env is not None
     credential = context.session.control.credential.kind
-    summaries = context.node_summaries()
-    document = doc.build_cluster(
-        results, summaries, meta(plan, started_at, started), plan.strict, interrupted, env.launcher, credential
-    )
-    by_name = verdicts(document)
+    nodes = NodesPart(context.node_summaries(), env.launcher, credential)
+    built = report(plan, results, started, interrupted, nodes)
+    by_name = verdicts(built.document)
     context.session.announce({m.rank: by_name[m.name] for m in context.nodes if m.rank != env.rank})
-    return Report(results, document)
+    return built

@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
 
-from gpudoctor import references
 from gpudoctor.facts.identity import same_pci
-from gpudoctor.hardware import efficiency, gpu_model, nvlink_gbps, pcie_gbps
+from gpudoctor.judging import references
+from gpudoctor.judging.hardware import efficiency, gpu_model, nvlink_gbps, pcie_gbps
 from gpudoctor.model import Metric, Remediation, Result, Row, Status, from_rows
 
 
 @dataclass
 class Expectation:
     """A figure a healthy system reaches, and where that was published or measured. A published healthy figure
-    is judged by the rule of gpudoctor.references (pass at 0.85 of it, fail below the check's floor, a warning
+    is judged by the rule of gpudoctor.judging.references (pass at 0.85 of it, fail below the check's floor, a warning
     between); a saved baseline or a configured figure has `floor` set: one line, pass at or above it."""
 
     value: float
@@ -563,8 +563,9 @@ def nccl_nics(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The RDMA ports NCCL would carry traffic between nodes over, and why each other one is left out: active
     ports named by NCCL_IB_HCA (NCCL's syntax: prefixes, `=` exact, `^` to exclude, `:port`), near a GPU (on
-    a NUMA node that holds GPUs: NCCL pairs each GPU with its nearest NIC), on the fastest fabric and speed
-    (storage and front-end NICs run slower or on another link layer, and NCCL's GPU-near choice leaves them)."""
+    a NUMA node that holds GPUs: NCCL pairs each GPU with its nearest NIC), on the fabric carrying the most and
+    at its fastest speed (storage and front-end NICs run slower or on another link layer, and NCCL's GPU-near
+    choice leaves them)."""
     used, left = [], []
     for port in ports:
         why = _left_out(port, ports, gpu_numa, env)
@@ -591,12 +592,22 @@ def _left_out(port: dict[str, Any], ports: list[dict[str, Any]], gpu_numa: set[i
     if near and port not in near:
         return f"on NUMA node {port.get('numa_node')}, which holds no GPU (storage or front-end)"
     pool = near or active
-    fastest = max(pool, key=port_gbits)
-    if port.get("link_layer") != fastest.get("link_layer"):
-        return f"{port.get('link_layer')} beside {fastest.get('link_layer')} (another fabric)"
+    fabric = main_fabric(pool)
+    if port.get("link_layer") != fabric:
+        return f"{port.get('link_layer')} beside {fabric} (another fabric)"
+    fastest = max((p for p in pool if p.get("link_layer") == fabric), key=port_gbits)
     if port_gbits(port) < port_gbits(fastest):
         return f"{port_gbits(port):g} Gb/s beside {port_gbits(fastest):g} Gb/s (storage or front-end)"
     return ""
+
+
+def main_fabric(ports: list[dict[str, Any]]) -> Any:
+    """The link layer carrying the most bandwidth: eight 100 Gb/s InfiniBand ports beside one 200 Gb/s
+    Ethernet front-end port are the GPUs' fabric."""
+    totals: dict[Any, float] = {}
+    for port in ports:
+        totals[port.get("link_layer")] = totals.get(port.get("link_layer"), 0.0) + port_gbits(port)
+    return max(totals, key=lambda layer: totals[layer])
 
 
 def hca_selected(port: dict[str, Any], spec: str | None) -> bool:
@@ -616,3 +627,27 @@ def hca_selected(port: dict[str, Any], spec: str | None) -> bool:
         named = device == name if exact else device.startswith(name)
         hit = hit or (named and (not number or number == str(port.get("port"))))
     return hit != exclude
+
+
+def network_expectation(nics: list[dict[str, Any]], left: list[str], whose: str) -> Expectation | None:
+    """What an all-reduce between nodes reaches when healthy over `nics` (NICs NCCL uses, each with its
+    `gbits`): the published figure per 400 Gb/s NIC, scaled to their speed; `whose` names the node and `left`
+    the ports left out."""
+    gbits = sum(float(n.get("gbits") or 0) for n in nics)
+    nic = references.per_nic()
+    if not gbits or nic is None:
+        return None
+    others = f"; left out: {', '.join(left)}" if left else ""
+    return Expectation(
+        gbits / 400 * nic.value,
+        f"{whose}: {len(nics)} NICs NCCL uses, {gbits:g} Gb/s{others}; x {nic.value:g} GB/s per 400 Gb/s "
+        f"({nic.cite()})",
+    )
+
+
+def named_ports(ports: list[dict[str, Any]], devices: list[str]) -> list[dict[str, Any]]:
+    """The ports NCCL's log says it uses ("NET/IB : Using [0]mlx5_0:1/IB ..." read as "mlx5_0:1/IB"), or all
+    of them where the log names none or none of them."""
+    named = {d.split("/")[0] for d in devices}
+    chosen = [p for p in ports if f"{p.get('device')}:{p.get('port')}" in named]
+    return chosen or ports

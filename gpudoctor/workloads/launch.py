@@ -22,7 +22,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.isolate import (
+from gpudoctor.errors import InputError
+from gpudoctor.model import Status
+from gpudoctor.workloads.isolate import (
     WORKDIR_ENV,
     Outcome,
     die_with_parent,
@@ -33,7 +35,6 @@ from gpudoctor.isolate import (
     record_call,
     run_isolated,
 )
-from gpudoctor.model import Status
 
 FAULT_ENV = "GPUDOCTOR_INJECT_FAULT"
 RENDEZVOUS_ENV = "GPUDOCTOR_RENDEZVOUS"  # set by this launcher for its ranks: file:<path>, or tcp (MASTER_ADDR/PORT)
@@ -41,7 +42,7 @@ FAULT_KINDS = ("hang", "crash", "exit", "raise", "corrupt")
 FAIL_FAST_GRACE_S = 2.0
 
 
-class FaultSpecError(ValueError):
+class FaultSpecError(InputError):
     """GPUDOCTOR_INJECT_FAULT does not parse."""
 
 
@@ -171,7 +172,7 @@ def launch(
         "span": span.__dict__ if span else None,
     }
     env = {FAULT_ENV: fault.text} if fault else None
-    return _interpret(run_isolated("gpudoctor.launch:run_ranks", payload, timeout_s, env))
+    return _interpret(run_isolated("gpudoctor.workloads.launch:run_ranks", payload, timeout_s, env))
 
 
 def _interpret(outcome: Outcome) -> LaunchResult:
@@ -361,7 +362,7 @@ def _start_rank(
     env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(local_rank)}
     with open(workdir / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen(
-            python_module("gpudoctor.launch", str(spec_path)),
+            python_module("gpudoctor.workloads.launch", str(spec_path)),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -480,7 +481,7 @@ def init_rank(backend: str, deadline: float, params: dict[str, Any]) -> RankCont
     ctx = RankContext(rank, world, local_rank, backend, torch.device("cpu"), params, fault, deadline)
     ctx.phase("rendezvous")
     if backend == "nccl":
-        from gpudoctor.measure import cuda_devices
+        from gpudoctor.workloads.measure import cuda_devices
 
         index = local_rank % cuda_devices()  # several ranks may share a GPU (NCCL >= 2.30)
         torch.cuda.set_device(index)

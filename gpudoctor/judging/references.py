@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gpudoctor.hardware import hardware, load_data
+from gpudoctor.judging.hardware import hardware, load_data
 
 PASS_AT = 0.85
 FAIL_BELOW = 0.75
@@ -94,6 +94,14 @@ def per_nic() -> Healthy | None:
         return None
     row = best(found)
     return _healthy(row, "any GPU", "per 400 Gb/s NIC, " + kind_of(row).replace("_", " "))
+
+
+def one_gpu_per_node() -> Healthy | None:
+    """What one NIC carries one way when each node sends from one GPU through one NIC (cluster.links' one rank
+    per node): a published two-node run of that shape at 400 Gb/s, lower than the per-NIC figure of full nodes
+    (31.9 against 48.5 GB/s), so a full node's figure would fail a healthy link."""
+    found = [r for r in rows() if usable(r) and r.get("figure") == "nic_busbw_one_gpu_per_node"]
+    return _healthy(best(found), "one GPU and one NIC per node") if found else None
 
 
 def usable(row: dict[str, Any]) -> bool:

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.cluster.env import NODE_NAME
+from gpudoctor.errors import InputError
 
 TAG = "gpudoctor:"
 REASON_CHARS = 120
 
 
-class ReportError(ValueError):
+class ReportError(InputError):
     """The file is not a gpudoctor cluster report."""
 
 

@@ -1,0 +1,247 @@
+"""The reference DDP run's parameters and its verdicts (pure: no torch): shared by ddp.train (one node) and
+cluster.ddp (every node at once), and by the ranks' own torchrun entry (checks/ranks/ddp.py)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from gpudoctor.judging import expect
+from gpudoctor.model import Metric, Remediation, Result, Status
+
+DEFAULTS = {
+    "cuda": {"model": "resnet50", "batch_size": 128, "image_size": 224, "precision": "bf16", "steps": 60},
+    "cpu": {"model": "resnet18", "batch_size": 8, "image_size": 64, "precision": "fp32", "steps": 12},
+}
+BF16_CAPABILITY = (8, 0)  # bf16 tensor cores arrived with Ampere
+# The check's settings (config keys); empty values mean the device's defaults above.
+SETTINGS = {
+    "model": "",
+    "batch_size": 0,
+    "image_size": 0,
+    "precision": "",
+    "steps": 0,
+    "cpu_ranks": 2,
+    "min_loss_drop": 0.1,
+    "grad_tolerance": 0.0,
+    "floor": 0.75,
+    "min_scaling": 0.85,
+    "baseline_tolerance": 0.9,
+    "scaling": True,
+}
+GRAD_TOLERANCE = {("cpu", "fp32"): 1e-4, ("cuda", "fp32"): 1e-2, ("cuda", "bf16"): 6e-2, ("cuda", "fp16"): 6e-2}
+
+
+def resolve(
+    settings: dict[str, Any], device: str, capabilities: list[tuple[int, int]] = (), work_factor: int = 1
+) -> dict[str, Any]:
+    """The run's parameters: configured values, else this device's defaults; the default step count is
+    multiplied by the run's work factor (`--level full`). GPUs without bf16 (compute capability below 8.0:
+    Volta, Turing) train in fp16 with loss scaling."""
+    base = dict(DEFAULTS[device])
+    if device == "cuda" and any(cap < BF16_CAPABILITY for cap in capabilities):
+        base["precision"] = "fp16"
+    params = {key: settings.get(key) or base[key] for key in base}
+    params["steps"] *= 1 if settings.get("steps") else work_factor
+    params["warmup"] = max(2, params["steps"] // 5)
+    return params
+
+
+def describe(p: dict[str, Any], device: str) -> str:
+    precision = {"bf16": "bf16 autocast", "fp16": "fp16 autocast with loss scaling", "fp32": "fp32"}[p["precision"]]
+    return (
+        f"{p['model']}, batch {p['batch_size']}/{'GPU' if device == 'cuda' else 'rank'}, {p['image_size']} px, "
+        f"{precision}, {p['steps']} steps"
+    )
+
+
+def judge(
+    ranks: list[dict[str, Any]],
+    p: dict[str, Any],
+    device: str,
+    expected: expect.Expectation | None,
+    settings: dict[str, Any],
+) -> list[Result]:
+    """Each correctness property its own result, then throughput and scaling."""
+    if any(r.get("oom") for r in ranks):
+        fits = min(r["fits"] for r in ranks)
+        return [
+            Result(
+                Status.FAIL,
+                f"CUDA out of memory at batch {p['batch_size']} per GPU; batch {fits} fits"
+                if fits
+                else "CUDA out of memory even at batch 1",
+                remediation=Remediation(
+                    "Lower the reference run's batch size in the config file.",
+                    [
+                        f"printf '[checks.ddp.train]\\nbatch_size = {max(fits, 1)}\\n' >> gpudoctor.toml",
+                        "gpudoctor check --config gpudoctor.toml --only ddp",
+                    ],
+                ),
+            )
+        ]
+    run = describe(p, device)
+    tolerance = settings.get("grad_tolerance") or GRAD_TOLERANCE.get((device, p["precision"]), 6e-2)
+    return [
+        _loss(ranks[0]["losses"], settings["min_loss_drop"], run, ranks[0].get("loss_scale")),
+        _sync(ranks),
+        _gradient(ranks[0], tolerance),
+        _finite(ranks),
+        _throughput(ranks, p, device, expected, settings["floor"], run),
+    ]
+
+
+def _loss(losses: list[float], min_drop: float, run: str, loss_scale: float | None = None) -> Result:
+    quarter = max(1, len(losses) // 4)
+    first, last = statistics.mean(losses[:quarter]), statistics.mean(losses[-quarter:])
+    metrics = [
+        Metric("loss_first", round(first, 4)),
+        Metric("loss_last", round(last, 4), expected=f"<= {first * (1 - min_drop):.4g}"),
+    ]
+    if loss_scale is not None:
+        metrics.append(Metric("loss_scale", loss_scale, expected_source="fp16 GradScaler, final scale"))
+    if last <= first * (1 - min_drop):
+        return Result(
+            Status.PASS,
+            f"loss fell {first:.3f} -> {last:.3f} ({run})",
+            aspect="loss-falls",
+            metrics=metrics,
+        )
+    return Result(
+        Status.FAIL,
+        f"loss did not fall ({first:.3f} -> {last:.3f}) on a learnable task",
+        aspect="loss-falls",
+        metrics=metrics,
+        remediation=Remediation(
+            "A model that does not learn an easy task on this machine points at wrong gradients or "
+            "corrupted data: see the gradient and finite results.",
+            ["gpudoctor check --only ddp -v"],
+        ),
+    )
+
+
+def _sync(ranks: list[dict[str, Any]]) -> Result:
+    reference = ranks[0]["params_checksum"]
+    differ = [r["rank"] for r in ranks if r["params_checksum"] != reference]
+    if differ:
+        return Result(
+            Status.FAIL,
+            f"parameters on rank {', '.join(map(str, differ))} differ from rank 0 after training",
+            aspect="params-identical",
+            remediation=Remediation(
+                "DDP keeps replicas bit-identical; a rank that drifts has a faulty GPU or memory.",
+                ["gpudoctor check --only memory health"],
+            ),
+        )
+    return Result(Status.PASS, f"parameters identical on all {len(ranks)} ranks", aspect="params-identical")
+
+
+def _gradient(rank0: dict[str, Any], tolerance: float) -> Result:
+    error = rank0["grad_rel_error"]
+    metric = Metric(
+        "grad_rel_error",
+        error,
+        expected=f"<= {tolerance:g}",
+        expected_source="relative L2 error against a single-process gradient",
+    )
+    if error is not None and error <= tolerance:
+        return Result(
+            Status.PASS,
+            f"first-step averaged gradient matches a single-process gradient (relative error {error:.2g})",
+            aspect="gradient-matches",
+            metrics=[metric],
+        )
+    return Result(
+        Status.FAIL,
+        f"first-step averaged gradient differs from a single-process gradient "
+        f"(relative error {error:.2g} > {tolerance:g}): the all-reduce is wrong or data is corrupted",
+        aspect="gradient-matches",
+        metrics=[metric],
+        remediation=Remediation(
+            "Gradients that do not average correctly mean a broken collective path (P2P, NVLink) or "
+            "silent data corruption.",
+            ["gpudoctor check --only allreduce p2p memory"],
+        ),
+    )
+
+
+def _finite(ranks: list[dict[str, Any]]) -> Result:
+    bad = [r["rank"] for r in ranks if not r["finite"]]
+    if bad:
+        return Result(
+            Status.FAIL,
+            f"NaN or Inf in the loss or parameters on rank {', '.join(map(str, bad))}",
+            aspect="finite",
+            remediation=Remediation(
+                "Non-finite values on an easy task point at a failing GPU or memory.",
+                ["gpudoctor check --only memory compute health"],
+            ),
+        )
+    return Result(Status.PASS, "no NaN or Inf in losses or parameters", aspect="finite")
+
+
+def _throughput(
+    ranks: list[dict[str, Any]],
+    p: dict[str, Any],
+    device: str,
+    expected: expect.Expectation | None,
+    floor: float,
+    run: str,
+) -> Result:
+    steps = [s for r in ranks for s in r["step_s"]]
+    step = statistics.median(steps)
+    spread = statistics.quantiles(steps, n=4) if len(steps) > 1 else [step, step, step]
+    per_gpu = p["batch_size"] / step
+    total = per_gpu * len(ranks)
+    status, metric = expect.verdict("images_per_s_per_gpu", per_gpu, "img/s", expected, floor)
+    metric.baseline = True
+    metrics = [
+        metric,
+        Metric("images_per_s", round(total, 1), "img/s"),
+        Metric("step_time_median", round(step * 1000, 2), "ms"),
+        Metric("step_time_iqr", round((spread[2] - spread[0]) * 1000, 2), "ms"),
+        *[Metric("peak_memory", round(r["peak_mib"], 1), "MiB", labels={"rank": r["rank"]}) for r in ranks],
+    ]
+    text = f"{total:.0f} img/s ({per_gpu:.0f} per {'GPU' if device == 'cuda' else 'rank'}), step {step * 1000:.1f} ms"
+    iqr_share = (spread[2] - spread[0]) / step
+    if expected is not None and iqr_share > UNSTABLE_SPREAD:
+        return Result(
+            Status.WARN,
+            f"unstable: step time {step * 1000:.1f} ms with an interquartile range of {iqr_share:.0%} of it "
+            f"(over {UNSTABLE_SPREAD:.0%}): {text} not judged ({run})",
+            aspect="throughput",
+            metrics=metrics,
+            remediation=Remediation(
+                "Step times that vary this much come from something else on the GPUs or the CPUs feeding them.",
+                ["nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv", "uptime"],
+            ),
+        )
+    if expected is None:
+        note = "" if device == "cuda" else "; CPU figures are not judged"
+        return Result(
+            Status.PASS,
+            f"{text} ({run}){note or NO_REFERENCE}",
+            aspect="throughput",
+            metrics=metrics,
+        )
+    if status == Status.FAIL:
+        return Result(
+            Status.FAIL,
+            f"{text}, below {metric.expected} per GPU ({expected.source})",
+            aspect="throughput",
+            metrics=metrics,
+            remediation=Remediation(
+                "Slow training with healthy collectives points at throttled or degraded GPUs.",
+                ["gpudoctor check --level standard --only compute health"],
+            ),
+        )
+    return Result(Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics)
+
+
+# No published ResNet training figure was measured as gpudoctor trains: NVIDIA's DeepLearningExamples figures
+# feed the GPUs with DALI at batch 256 in fp16 (PyTorch/Classification/ConvNets/resnet50v1.5 README), gpudoctor
+# trains synthetic batches at its own size and precision. Its throughput is judged against a saved baseline and
+# each GPU's own speed alone (scaling), never against a table.
+NO_REFERENCE = "; no published figure matches this run: judged against a saved baseline (gpudoctor baseline save)"
+UNSTABLE_SPREAD = 0.25  # a step-time interquartile range above this fraction of the median is not judged
+LOCAL_STEPS = 4  # steps a rank runs alone (no synchronisation), after the warm-up and again at the end
