@@ -1,5 +1,5 @@
 """How often the cluster judges miss a slow node or name a healthy one, on synthetic clusters from 2 to 1,000
-nodes (tests/clustersim.py: the same functions cluster.links runs, on figures drawn from a model of slow
+nodes (tests/helpers/clustersim.py: the same functions cluster.links runs, on figures drawn from a model of slow
 nodes, slow links and noise). Prints the table docs/CLUSTER.md holds. No GPU, no network: only arithmetic.
 
     python bench/cluster_judges.py [--runs 200] [--seed 1]
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
-from clustersim import Cluster, rates, spread_slow
+from helpers.clustersim import Cluster, rates, spread_slow
 
 SIZES = (2, 3, 8, 64, 256, 1000)
 SCENARIOS = [

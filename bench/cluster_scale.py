@@ -1,4 +1,4 @@
-"""Cluster mode's cost against the node count, measured in one run on namespace hosts (tests/netns.py).
+"""Cluster mode's cost against the node count, measured in one run on namespace hosts (tests/helpers/netns.py).
 
 For N = 2, 3, 4 hosts: the wall time of the quick cluster checks (join, every node's report to rank 0,
 nodes and skew) and of the links test (ring neighbours, both ways, 16 MiB per transfer), each from the start
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
-from netns import Hosts
+from helpers.netns import Hosts
 
 GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import gpudoctor, load_snapshot, usable_gpus
 from gpudoctor.checks.ranks.allreduce import rank_factor
+from helpers.common import gpudoctor, load_snapshot, usable_gpus
 
 from gpudoctor.judging import allreduce, expect, references
 from gpudoctor.workloads.launch import Fault, RankReport, judge_ranks, launch

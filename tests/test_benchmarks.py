@@ -8,16 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import gpudoctor
 from gpudoctor.checks import benchmarks
+from helpers.common import BENCH, PASTES, gpudoctor
 
 from gpudoctor import paste
-from gpudoctor.facts.snapshot import load
 from gpudoctor.judging import references
 from gpudoctor.model import Status
+from gpudoctor.paste.inputs import load
 
-BENCH = Path(__file__).parent / "fixtures" / "benchmarks"
-IBSTAT = Path(__file__).parent / "fixtures" / "pastes" / "ibstat"
+IBSTAT = PASTES / "ibstat"
 
 
 def judged(path: Path, check: str = "bench.nccl-tests") -> dict:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, gpudoctor, judge
+from helpers.common import FIXTURES, gpudoctor, judge
 
 from gpudoctor.facts import nvsmi_xml
-from gpudoctor.facts.snapshot import load, replay_nvml, validate
+from gpudoctor.facts.snapshot import replay_nvml, validate
 from gpudoctor.model import Result, Status
+from gpudoctor.paste.inputs import load
 
 CAPTURES = FIXTURES / "nvidia-smi-xml"
 

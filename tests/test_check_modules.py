@@ -17,13 +17,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from clustersim import FRACTIONS, Cluster
+from helpers.clustersim import FRACTIONS, Cluster
+from helpers.common import ROOT
 
 from gpudoctor.context import CheckContext
 from gpudoctor.judging import pairs
 from gpudoctor.model import Result, Status
 
-CHECKS = Path(__file__).parent.parent / "checks"
+CHECKS = ROOT / "checks"
 CHECK_MODULES = sorted(p for p in CHECKS.glob("*.py") if p.name != "__init__.py")
 RANK_MODULES = sorted(p for p in (CHECKS / "ranks").glob("*.py") if p.name != "__init__.py")
 WORKLOAD_CALLS = {"launch", "run_isolated", "run_across"}

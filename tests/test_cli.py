@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from helpers.common import SNAPSHOTS, gpudoctor
 
 from gpudoctor.report.document import schema
 

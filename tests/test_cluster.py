@@ -1,4 +1,4 @@
-"""Cluster mode for real: hosts are network namespaces made here (tests/netns.py), one gpudoctor per host
+"""Cluster mode for real: hosts are network namespaces made here (tests/helpers/netns.py), one gpudoctor per host
 started by torchrun (c10d or static rendezvous) or with the environment srun gives, gloo between them. A
 healthy cluster on a busy machine that names no node (one node through the Python API); one slow node of
 three and two adjacent slow nodes of five, rate-limited both ways with tc, named and drained and told so; a
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import LEAN_CLUSTER
-from consumers import scrape
-from netns import Hosts, HostsUnavailable
+from helpers.common import LEAN_CLUSTER
+from helpers.consumers import scrape
+from helpers.netns import Hosts, HostsUnavailable
 
 from gpudoctor.report import document as doc
 

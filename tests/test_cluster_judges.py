@@ -8,8 +8,8 @@ import re
 
 import jsonschema
 import pytest
-from conftest import gpudoctor
 from gpudoctor.checks import cluster as checks
+from helpers.common import gpudoctor
 
 from gpudoctor.cluster.context import own_part
 from gpudoctor.cluster.env import ClusterEnvError, detect, expand_hostlist
@@ -306,7 +306,7 @@ def test_a_node_that_only_lost_a_peer_warns_and_one_that_crashed_fails() -> None
 def test_outside_cluster_mode_cluster_checks_are_left_out_unless_named() -> None:
     import json
 
-    from conftest import SNAPSHOTS
+    from helpers.common import SNAPSHOTS
 
     snapshot = str(SNAPSHOTS / "h100-sxm-8x.json")
     default = json.loads(gpudoctor("check", "--from", snapshot, "--json").stdout)

@@ -1,4 +1,4 @@
-"""The cluster judges on synthetic clusters of 2 to 1,000 nodes (tests/clustersim.py), through the same
+"""The cluster judges on synthetic clusters of 2 to 1,000 nodes (tests/helpers/clustersim.py), through the same
 first look, re-test and confirmation cluster.links runs: healthy clusters under noise (log-normal, and
 passing loads) name no node and no link; slow nodes, adjacent or scattered up to half of them, are named and
 those below the fail fraction drained; slow links are named as links; a slow majority fails the check and
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clustersim import Cluster, judge, rates, spread_slow
+from helpers.clustersim import Cluster, judge, rates, spread_slow
 
 
 def runs(n: int) -> int:

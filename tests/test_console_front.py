@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.common import FIXTURES
 from rich.console import Console
 
 from gpudoctor.cli import CHECK_EXAMPLES, EXAMPLES, build_parser
@@ -24,7 +25,7 @@ from gpudoctor.registry import discover, first_sentence
 from gpudoctor.report import console
 from gpudoctor.report import document as doc
 
-CAPTURE = Path(__file__).parent / "fixtures" / "nvidia-smi-xml" / "tesla-t4.xml"
+CAPTURE = FIXTURES / "nvidia-smi-xml" / "tesla-t4.xml"
 META = {"host": "node01", "started_at": "2026-11-23T10:00:00+00:00", "duration_s": 2.5, "level": "quick"}
 URL = "pip install torch==2.15.0+cu132 torchvision --index-url https://download.pytorch.org/whl/cu132"
 DRIVER = "nvidia-smi | head -4  # then install NVIDIA driver R595 or newer (>= 595.71.05)  # or your distribution's driver package"  # noqa: E501

@@ -15,15 +15,13 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
-from consumers import promtool, scrape, xmllint
+from helpers.common import FIXTURES, GPUDOCTOR, PLUGINS, ROOT, SNAPSHOTS, gpudoctor
+from helpers.consumers import promtool, scrape, xmllint
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpudoctor.report import document, exits, junit, nagios, npd
 
-ROOT = Path(__file__).parent.parent
-PLUGINS = Path(__file__).parent / "fixtures" / "plugins"
-JUNIT_XSD = Path(__file__).parent / "fixtures" / "junit-10.xsd"
+JUNIT_XSD = FIXTURES / "junit-10.xsd"
 FAILING = str(SNAPSHOTS / "fault-xid-79.json")
 GARBAGE = {
     "site.old-api": "a Result whose status is 'site.old-api'",
@@ -178,7 +176,7 @@ def test_nagios_perfdata_is_exact_and_quoted(hostile: dict[str, Any]) -> None:
 def test_nagios_core_reads_the_line_as_gpudoctor_means_it(hostile: dict[str, Any], tmp_path: Path) -> None:
     """Nagios Core 4.4 runs the plugin and splits its answer: the state from the exit code, the output and the
     perfdata exactly as written."""
-    from consumers import nagios_check
+    from helpers.consumers import nagios_check
 
     state, output, figures = nagios_check(f"{GPUDOCTOR} check --from {FAILING} --checks-dir {PLUGINS} --format nagios",
                                           tmp_path)  # fmt: skip
@@ -305,7 +303,7 @@ def test_cron_example_runs_under_the_real_cron(tmp_path: Path) -> None:
     """Debian's cron runs the example's line (the folder of the .prom file changed, nothing else) with the
     environment it gives jobs: PATH=/usr/bin:/bin, so the example must find gpudoctor itself. The old line,
     with no PATH, never wrote its file (exit 127, hidden by its redirections)."""
-    from consumers import cron_runs
+    from helpers.consumers import cron_runs
 
     text = (ROOT / "examples" / "gpudoctor.cron").read_text().replace("/var/lib/node_exporter/textfile", str(tmp_path))
     assert cron_runs(text, tmp_path / "gpudoctor.prom"), "cron ran no gpudoctor that wrote its file within 80 s"
@@ -338,8 +336,8 @@ def test_without_cap_syslog_the_xid_scan_says_it_cannot_read_them() -> None:
     the kernel log is read as the probe reads it, then judged."""
     import sys
 
-    from conftest import load_snapshot, usable_gpus
     from gpudoctor.checks.health import judge_xid
+    from helpers.common import load_snapshot, usable_gpus
 
     from gpudoctor.api import Status
 

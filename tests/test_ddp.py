@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import gpudoctor
 from gpudoctor.checks import ddp
 from gpudoctor.checks.ranks import ddp as ddp_ranks
+from helpers.common import gpudoctor
 
 from gpudoctor.judging import ddp as ddp_judging
 from gpudoctor.model import Status

@@ -8,9 +8,9 @@ import copy
 import re
 
 import pytest
-from conftest import judge, load_snapshot, usable_gpus
 from fixtures.nodes import driver, node
 from gpudoctor.checks import compute, health, torch_build
+from helpers.common import judge, load_snapshot, usable_gpus
 
 from gpudoctor.facts.system import parse_events
 from gpudoctor.judging import compat, ddp, expect, references

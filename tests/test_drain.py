@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import gpudoctor
+from helpers.common import gpudoctor
 
 from gpudoctor.model import Metric, Result, Row, Status
 from gpudoctor.report import document as doc

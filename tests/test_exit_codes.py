@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
+from helpers.common import GPUDOCTOR, SNAPSHOTS, gpudoctor
 
 from gpudoctor import cli, files
 from gpudoctor.model import Result, Status

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from helpers.common import SNAPSHOTS, gpudoctor
 
 from gpudoctor import cli, probe
 from gpudoctor.report import exits, formats

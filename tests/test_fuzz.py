@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, SNAPSHOTS, gpudoctor
+from helpers.common import FIXTURES, SNAPSHOTS, gpudoctor
 
 from gpudoctor import config, probe
 from gpudoctor.cluster import messages
@@ -121,7 +121,7 @@ def test_mutated_captures(tmp_path: Path) -> None:
 def test_mutated_saved_reports(tmp_path: Path) -> None:
     rng = random.Random(SEED + 1)
     saved = json.loads(gpudoctor("check", "--from", str(SNAPSHOTS / "fault-ecc-uncorrectable.json"), "--json").stdout)
-    from clusterreport import build
+    from helpers.clusterreport import build
 
     for base in (saved, build(12)):
         for n in range(120):

@@ -7,8 +7,8 @@ import os
 
 import pytest
 import torch
-from conftest import gpudoctor
 from gpudoctor.checks.ranks import bandwidth, compute, memtest, p2p
+from helpers.common import gpudoctor
 
 from gpudoctor.judging import expect
 from gpudoctor.judging.gemm import TOLERANCE

@@ -12,11 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
+from helpers.common import GPUDOCTOR, SNAPSHOTS, gpudoctor
 
 from gpudoctor import baseline, config, files
 from gpudoctor.facts import snapshot
 from gpudoctor.facts.nvsmi_xml import integer
+from gpudoctor.paste import inputs
 from gpudoctor.report import prometheus
 
 HEALTHY = SNAPSHOTS / "h100-sxm-8x.json"
@@ -51,7 +52,7 @@ def test_a_fifo_nobody_writes_is_waited_on_for_a_bounded_time(tmp_path: Path, mo
     os.mkfifo(fifo)
     monkeypatch.setattr(files, "PIPE_WAIT_S", 0.5)
     with pytest.raises(snapshot.SnapshotError, match=re.escape("is a FIFO that sent nothing for 0.5 s")):
-        snapshot.load(fifo)
+        inputs.load(fifo)
     holder = os.open(fifo, os.O_RDWR)  # a writer that holds it open and sends nothing
     try:
         with pytest.raises(config.ConfigError, match="sent nothing"):
@@ -95,7 +96,7 @@ def test_a_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Pat
 def test_json_no_tool_writes_is_one_line(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "x.json"
     path.write_text(text)
-    for reader, error in ((snapshot.load, snapshot.SnapshotError), (baseline.load, baseline.BaselineError)):
+    for reader, error in ((inputs.load, snapshot.SnapshotError), (baseline.load, baseline.BaselineError)):
         with pytest.raises(error, match=re.escape(words)):
             reader(path)
     one_line(gpudoctor("report", str(path)), words)
@@ -107,7 +108,7 @@ def test_utf16_without_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     for encoding in ("utf-16-be", "utf-16-le"):
         path = tmp_path / f"{encoding}.json"
         path.write_bytes(HEALTHY.read_text().encode(encoding))
-        assert snapshot.load(path)["nvml"]["gpus"]
+        assert inputs.load(path)["nvml"]["gpus"]
     assert files.decode(b"\xff\xfe\xfd") is None
 
 

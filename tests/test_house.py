@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import gpudoctor, load_snapshot
 from fixtures.nodes import FABRIC_HEALTHY, node
 from fixtures.nodes import fabric as fabric_report
+from helpers.common import ROOT, gpudoctor, load_snapshot
 
 from gpudoctor.context import FULL_WORK_FACTOR, CheckContext, Options
 from gpudoctor.model import Result, Status
 from gpudoctor.registry import discover
 
-ROOT = Path(__file__).parent.parent
 FAKE_TORCH = """
 import os
 open(os.environ["TORCH_IMPORTED"], "a").write("imported\\n")
@@ -43,7 +42,7 @@ def test_reports_do_not_know_the_registry() -> None:
 
 
 def test_the_engine_stamps_every_result_with_its_check_id() -> None:
-    from conftest import judge
+    from helpers.common import judge
 
     results = judge("h100-sxm-8x")
     assert results and all(label.split(":")[0] == r.check_id for label, r in results.items())

@@ -14,15 +14,14 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-import clusterreport
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from helpers import clusterreport
+from helpers.common import PLUGINS, SNAPSHOTS, gpudoctor
 
 from gpudoctor import probe
 from gpudoctor.report import html
 
 FAILING = str(SNAPSHOTS / "fault-xid-79.json")
-PLUGINS = Path(__file__).parent / "fixtures" / "plugins"
 # Set to a folder to keep the cluster page's screenshot there (the README's docs/html-cluster.png is one).
 SHOTS = os.environ.get("GPUDOCTOR_SCREENSHOTS")
 # What `report` says it wrote, in the order it writes them (none where stdout is a monitoring plugin's answer).

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import GPUDOCTOR, SNAPSHOTS, alive, gpudoctor
+from helpers.common import GPUDOCTOR, SNAPSHOTS, alive, gpudoctor
 
 HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import fakenvml
 import pytest
-from conftest import SNAPSHOTS, judge, load_snapshot
 from fixtures.nodes import hide, lost_in_topology, node, not_supported_everywhere, torch_sees
+from helpers.common import SNAPSHOTS, judge, load_snapshot
 from test_node_checks import FAULTS
 
 from gpudoctor.facts.nvml import ERROR_GPU_IS_LOST

@@ -13,13 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import GPUDOCTOR, SNAPSHOTS, gpudoctor
-from consumers import promtool
+from helpers.common import GPUDOCTOR, ROOT, SNAPSHOTS, gpudoctor
+from helpers.consumers import promtool
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpudoctor import probe
 
-ROOT = Path(__file__).parent.parent
 HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
 WARNING = str(SNAPSHOTS / "fault-ecc-correctable-high.json")
 FAILING = str(SNAPSHOTS / "fault-xid-79.json")

@@ -1,7 +1,7 @@
 """Multi-GPU nodes as users run them: 8 GPUs, NVSwitch, MIG slices, CUDA_VISIBLE_DEVICES subsets, NCCL settings.
 
 NVML's side comes from fixture recordings replayed through the real gateway (what NVML returns: codes, not
-our reading of them); torch's side from torch facts and the torch.cuda stand-in (tests/cudastub.py)."""
+our reading of them); torch's side from torch facts and the torch.cuda stand-in (tests/helpers/cudastub.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_snapshot
 from fixtures.nodes import H100, node
+from helpers.common import ROOT, load_snapshot
 
 from gpudoctor.facts.snapshot import upgrade
 from gpudoctor.judging import expect, references
 from gpudoctor.judging.hardware import gpu_model
 
-PACKAGE = Path(__file__).parent.parent / "gpudoctor"
+PACKAGE = ROOT / "gpudoctor"
 
 
 def rename(index_count: int, name: str, pci_ids: list[int]):
@@ -208,7 +208,7 @@ def test_b200_memory_bandwidth_is_the_hgx_table_figure() -> None:
 def test_torch_facts_on_a_mig_node_count_the_slice_cuda_gives(monkeypatch) -> None:
     """torch counts 8 parents through NVML before CUDA starts; the facts hold the one slice CUDA enumerates,
     named by its profile with a MIG UUID, and no device that fails to answer."""
-    from cudastub import mig_node
+    from helpers.cudastub import mig_node
 
     from gpudoctor.facts import torchinfo
 
@@ -223,8 +223,8 @@ def test_torch_facts_on_a_mig_node_count_the_slice_cuda_gives(monkeypatch) -> No
 
 def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
     """The memory test on a MIG node tests the one slice, never cuda:1..7 (which do not exist)."""
-    from cudastub import mig_node
     from gpudoctor.checks.ranks import memtest
+    from helpers.cudastub import mig_node
 
     cuda = mig_node()
     cuda.install(monkeypatch)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import SNAPSHOTS, judge, load_snapshot
 from fixtures.nodes import (
     FABRIC_HEALTHY,
     cuda_fails,
@@ -21,6 +20,7 @@ from fixtures.nodes import (
     process,
     torch_sees,
 )
+from helpers.common import SNAPSHOTS, judge, load_snapshot
 
 from gpudoctor.facts.snapshot import replay_nvml
 
@@ -570,7 +570,7 @@ def test_bogus_socket_interfaces_found_live_and_gloo_really_fails() -> None:
     """Real environment: the live gather reads the variables, and gloo itself cannot start with them."""
     import json
 
-    from conftest import gpudoctor
+    from helpers.common import gpudoctor
 
     env = {"NCCL_SOCKET_IFNAME": "bogus0", "GLOO_SOCKET_IFNAME": "bogus0"}
     proc = gpudoctor("check", "--only", "system.nccl-env", "allreduce", "--timeout", "60", "--json", env=env)

@@ -9,7 +9,7 @@ import itertools
 import random
 
 import pytest
-from clustersim import FRACTIONS, Cluster, judge
+from helpers.clustersim import FRACTIONS, Cluster, judge
 
 from gpudoctor.judging import pairs
 from gpudoctor.judging.compare import Reference

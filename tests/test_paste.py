@@ -11,12 +11,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import FIXTURES, GPUDOCTOR, gpudoctor
+from helpers.common import FIXTURES, GPUDOCTOR, gpudoctor
 
 from gpudoctor import paste
 from gpudoctor.facts import snapshot
 from gpudoctor.model import Result, Status
-from gpudoctor.paste import evidence, signatures
+from gpudoctor.paste import evidence, inputs, signatures
 from gpudoctor.report import document as doc
 
 PASTES = FIXTURES / "pastes"
@@ -60,7 +60,7 @@ def test_every_real_sample_is_read_and_judged_without_a_broken_check(path: Path)
         proc = gpudoctor("check", "--from", str(path))
         assert proc.returncode == 2 and "nothing in it gpudoctor reads" in proc.stderr, proc.stderr
         return
-    facts = snapshot.load(path)
+    facts = inputs.load(path)
     assert facts["paste"]["kinds"], f"nothing read from {path.name}"
     proc = gpudoctor("check", "--from", str(path), "--json")
     assert proc.returncode in (0, 1), proc.stderr
@@ -77,8 +77,8 @@ def test_gzip_standard_input_and_text_that_starts_like_json_or_xml_are_read(tmp_
     packed.write_bytes(gzip.compress(text.encode()))
     for variant in (f"[rank0]: {text}", f"<details>\n{text}</details>\n"):
         (tmp_path / "p.txt").write_text(variant)
-        assert snapshot.load(tmp_path / "p.txt")["paste"]["signatures"], variant[:20]
-    assert snapshot.load(packed)["paste"]["signatures"]
+        assert inputs.load(tmp_path / "p.txt")["paste"]["signatures"], variant[:20]
+    assert inputs.load(packed)["paste"]["signatures"]
     proc = subprocess.run(
         [GPUDOCTOR, "check", "--from", "-", "--json"], input=text, capture_output=True, text=True, timeout=120
     )
@@ -110,7 +110,7 @@ def test_a_gzip_that_unpacks_past_the_limit_is_refused(tmp_path: Path, monkeypat
     path = tmp_path / "bomb.gz"
     path.write_bytes(gzip.compress(b"x" * 5000))
     with pytest.raises(snapshot.SnapshotError, match="more than"):
-        snapshot.load(path)
+        inputs.load(path)
 
 
 def test_nothing_in_a_paste_is_executed(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES
+from helpers.common import FIXTURES
 
 from gpudoctor import paste
 from gpudoctor.paste import collect_env

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_amid
+from helpers.common import FIXTURES, read_amid
 
 from gpudoctor.paste import dcgm_diag
 from gpudoctor.paste.found import Found
 
-FIXTURES = Path(__file__).parent / "fixtures"
 DCGMI = FIXTURES / "benchmarks" / "dcgmi"
 OTHER_KINDS = [p for p in (FIXTURES / "pastes").iterdir() if p.is_dir()] + [
     FIXTURES / "benchmarks" / kind for kind in ("nccl-tests", "topo", "nvbandwidth")

@@ -5,14 +5,14 @@ sysfs, and the NICs NCCL would use picked from them as on a live node (expect.nc
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from helpers.common import PASTES
 
 from gpudoctor import paste
 from gpudoctor.judging import expect
 
-IBSTAT = Path(__file__).parent / "fixtures" / "pastes" / "ibstat"
+IBSTAT = PASTES / "ibstat"
 
 # fixture -> {(state, rate, link layer): ports}, and the NICs NCCL would use (count, Gb/s each)
 EXPECTED = {

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_amid
 from gpudoctor.checks.driver import judge_kernel_module
 from gpudoctor.checks.health import judge_xid
+from helpers.common import PASTES, read_amid
 
 from gpudoctor.api import Status
 from gpudoctor.facts.system import parse_events
@@ -21,7 +21,6 @@ from gpudoctor.paste.found import Found
 from gpudoctor.paste.signatures import table
 from gpudoctor.registry import discover
 
-PASTES = Path(__file__).parent / "fixtures" / "pastes"
 KERNEL = PASTES / "kernel"
 BUG_REPORT = PASTES / "bug-report"
 OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "nccl")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_amid
 from gpudoctor.checks.system import judge_nccl_env
+from helpers.common import PASTES, read_amid
 
 from gpudoctor.api import Status
 from gpudoctor.paste import nccl, read
@@ -19,7 +18,6 @@ from gpudoctor.paste.found import Found
 from gpudoctor.paste.signatures import table
 from gpudoctor.registry import discover
 
-PASTES = Path(__file__).parent / "fixtures" / "pastes"
 NCCL = PASTES / "nccl"
 OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "kernel", "bug-report", "issues")
 

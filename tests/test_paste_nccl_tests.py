@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from conftest import read_amid
+from helpers.common import FIXTURES, read_amid
 
 from gpudoctor.paste import nccl_tests
 from gpudoctor.paste.found import Found
 
-FIXTURES = Path(__file__).parent / "fixtures"
 RUNS = FIXTURES / "benchmarks" / "nccl-tests"
 PASTES = FIXTURES / "pastes"
 

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_amid
+from helpers.common import FIXTURES, read_amid
 
 from gpudoctor.paste import nvbandwidth
 from gpudoctor.paste.found import Found
 
-FIXTURES = Path(__file__).parent / "fixtures"
 NVB = FIXTURES / "benchmarks" / "nvbandwidth"
 OTHER_KINDS = [p for p in (FIXTURES / "pastes").iterdir() if p.is_dir()] + [
     FIXTURES / "benchmarks" / kind for kind in ("nccl-tests", "topo", "dcgmi")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from helpers.common import SNAPSHOTS, gpudoctor
 
 from gpudoctor.registry import unsafe_for_root
 

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOTS, gpudoctor
+from helpers.common import SNAPSHOTS, gpudoctor
 
 from gpudoctor import baseline, cli, config, engine, errors, probe, registry
 from gpudoctor.cluster import slurm

@@ -1,5 +1,5 @@
 """The Slurm examples under a real Slurm (slurmctld, slurmd and munged from the distribution's packages) on
-namespace hosts (tests/slurmhosts.py), in the environment Slurm gives them: a prolog and a health check with
+namespace hosts (tests/helpers/slurmhosts.py), in the environment Slurm gives them: a prolog and a health check with
 no PATH and none of the job's GPU variables, a batch script run from slurmd's spool. Each node's GPUs are the
 fake libnvidia-ml.so.1 serving a recorded node (healthy, or with a GPU fallen off the bus). Skipped, with
 the reason, where Slurm or the namespaces cannot start here."""
@@ -17,14 +17,13 @@ from pathlib import Path
 
 import fakenvml
 import pytest
-from conftest import LEAN_CLUSTER, load_snapshot
 from fixtures.nodes import lose_gpu, node
-from netns import Hosts, HostsUnavailable
-from slurmhosts import Slurm, slurm_or_skip
+from helpers.common import LEAN_CLUSTER, ROOT, load_snapshot
+from helpers.netns import Hosts, HostsUnavailable
+from helpers.slurmhosts import Slurm, slurm_or_skip
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slurm]  # one set of namespace hosts at a time (conftest)
 
-ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
 HEALTHY = load_snapshot("h100-sxm-8x")["nvml_calls"]
 GPU_LOST = node(calls=lose_gpu(3))["nvml_calls"]

@@ -6,10 +6,12 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from helpers.common import FIXTURES
+
 from gpudoctor.judging import compat, tables
 from gpudoctor.judging.hardware import tomllib
 
-PYPI = Path(__file__).parent / "fixtures" / "pypi"
+PYPI = FIXTURES / "pypi"
 
 
 def table_before(release: str) -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import load_snapshot, usable_gpus
 from gpudoctor.checks import bandwidth, compute, memtest, p2p
 from gpudoctor.checks.ranks import compute as compute_ranks
+from helpers.common import load_snapshot, usable_gpus
 
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.judging import expect, references

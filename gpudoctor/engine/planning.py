@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import InputError
+from gpudoctor.paste import inputs
 
 if TYPE_CHECKING:
     from gpudoctor.cluster.env import ClusterEnv
@@ -155,9 +156,8 @@ def read_paste_for_live(request: Request) -> dict[str, Any] | None:
         return None
     if not request.from_file:
         raise InputError("--live judges this machine against a paste: name the paste with --from FILE")
-    from gpudoctor.facts import snapshot
 
-    facts = snapshot.load(Path(request.from_file))
+    facts = inputs.load(Path(request.from_file))
     if "paste" not in facts:
         raise InputError(f"--live reads a paste (an error, a log): {request.from_file} is a snapshot or a capture")
     return facts
@@ -198,5 +198,5 @@ def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = Non
     from gpudoctor.facts import snapshot
 
     if from_file:
-        return snapshot.load(Path(from_file)), f"snapshot:{from_file}"
+        return inputs.load(Path(from_file)), f"snapshot:{from_file}"
     return snapshot.gather(sources, torch_proc), "live"

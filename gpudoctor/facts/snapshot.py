@@ -17,8 +17,8 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.errors import InputError
-from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES, problem
-from gpudoctor.files import MAX_INPUT_BYTES, decode, parse_json, read_input
+from gpudoctor.facts.schema import SCHEMA, SCHEMA_VERSION, SOURCES
+from gpudoctor.files import MAX_INPUT_BYTES, decode
 
 SECTIONS = {"nvml": dict, "torch": dict, "system": dict, "nvml_calls": dict}
 
@@ -67,32 +67,6 @@ def dumps(snapshot: dict[str, Any]) -> str:
     return json.dumps(snapshot, indent=1, sort_keys=True) + "\n"
 
 
-def load(path: Path | str) -> dict[str, Any]:
-    """A gpudoctor snapshot, an `nvidia-smi -q -x` capture, or pasted text (collect_env, nvidia-smi output,
-    logs, errors; gzip too) read as one: told apart by content; `-` reads standard input. Every fact is
-    checked against facts/schema.py, and a wrong one named."""
-    data = gunzipped(read_input(path, "snapshot", SnapshotError), path)
-    kind = content_kind(data)
-    if kind is None:
-        return pasted(path, data)
-    try:
-        if kind == "capture":
-            return capture_from(Path(path), data)
-        snapshot = parse_json(data, path, "snapshot", SnapshotError)
-    except SnapshotError as exc:  # text that starts like XML or JSON ("<details>", "[rank0]:") may be a paste
-        return pasted(path, data, exc)
-    if not isinstance(snapshot, dict) or snapshot.get("schema") != SCHEMA:
-        # another tool's JSON (nccl-tests -J, nvbandwidth --json, dcgmi diag -j) is read by the paste readers;
-        # a gpudoctor snapshot never is, however damaged: its own error stands
-        return pasted(path, data, SnapshotError(f'{path} is not a gpudoctor snapshot (no "schema": "{SCHEMA}")'))
-    validate(snapshot, str(path))
-    snapshot = upgrade(snapshot, str(path))
-    wrong = problem(snapshot)
-    if wrong:
-        raise SnapshotError(f"snapshot {path}: {wrong}")
-    return snapshot
-
-
 def gunzipped(data: bytes, path: Path | str) -> bytes:
     """`data`, or what it holds where it is gzip (an nvidia-bug-report.log.gz), read up to the input limit."""
     if not data.startswith(b"\x1f\x8b"):
@@ -108,29 +82,6 @@ def gunzipped(data: bytes, path: Path | str) -> bytes:
     if len(text) > MAX_INPUT_BYTES:
         raise SnapshotError(f"{path} holds more than {MAX_INPUT_BYTES // 2**20} MB once unpacked: not read")
     return text
-
-
-def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
-    """Text a user has (collect_env, nvidia-smi's outputs, kernel and NCCL logs, errors) read as facts. Where
-    it was first taken for a snapshot or a capture and is none of these either, that first error is raised."""
-    from gpudoctor import paste
-
-    text = decode(data)
-    if text is None or "\x00" in text[:4096]:
-        raise first or SnapshotError(f"{path} is not text: neither a snapshot, a capture nor anything gpudoctor reads")
-    found = paste.read(text)
-    if not found.kinds:
-        if first:
-            raise first
-        raise SnapshotError(
-            f"{path}: nothing in it gpudoctor reads (a snapshot, an nvidia-smi capture or output, collect_env, "
-            "a kernel or NCCL log, a known error message)"
-        )
-    snapshot = paste.to_snapshot(Path(str(path)).name, found)
-    wrong = problem(snapshot)
-    if wrong:
-        raise SnapshotError(f"{path}: what was read from it is not usable ({wrong})")
-    return snapshot
 
 
 def content_kind(data: bytes) -> str | None:

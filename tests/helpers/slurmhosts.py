@@ -1,4 +1,4 @@
-"""A real Slurm on namespace hosts (tests/netns.py): munged, slurmctld and one slurmd per host, from the
+"""A real Slurm on namespace hosts (tests/helpers/netns.py): munged, slurmctld and one slurmd per host, from the
 distribution's packages, with this test's own configuration, state and logs in a folder of its own.
 
 Each slurmd runs in its host's network namespace under its host name, with the host file of the namespaces
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from netns import Hosts, HostsUnavailable
+from helpers.netns import Hosts, HostsUnavailable
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "srun", "nsenter")
 UP = ("idle", "drain", "alloc", "mix")  # registered and answering (a health check may have drained it already)
