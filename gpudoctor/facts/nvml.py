@@ -179,7 +179,7 @@ NVML_CLOCK_SM = 1  # nvmlClockType_t
 NVLINK_GENERATIONS = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
 
 
-def nvlink_generation(code: int | None) -> int | None:
+def nvlink_generation_of_code(code: int | None) -> int | None:
     """The NVLink generation of NVML's version code; None for NVML_NVLINK_VERSION_INVALID or a newer code."""
     return NVLINK_GENERATIONS.get(code) if code is not None else None
 
@@ -420,7 +420,7 @@ class Gateway:
                 {
                     "link": link,
                     "active": bool(active),
-                    "version": self.q("nvmlDeviceGetNvLinkVersion", d, link, convert=nvlink_generation),
+                    "version": self.q("nvmlDeviceGetNvLinkVersion", d, link, convert=nvlink_generation_of_code),
                     "remote_type": self.q(
                         "nvmlDeviceGetNvLinkRemoteDeviceType", d, link, convert=NVLINK_REMOTE_TYPES.get
                     ),

@@ -121,11 +121,11 @@ def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
     if data["schema_version"] < SCHEMA_VERSION and data["nvml_calls"]:
         data["nvml"] = replay_nvml(data)
     elif data["schema_version"] < 3:
-        from gpudoctor.facts.nvml import nvlink_generation
+        from gpudoctor.facts.nvml import nvlink_generation_of_code
 
         for gpu in (data["nvml"] or {}).get("gpus") or []:
             for link in gpu.get("nvlinks") or []:
-                link["version"] = nvlink_generation(link.get("version"))
+                link["version"] = nvlink_generation_of_code(link.get("version"))
     data["schema_version"] = SCHEMA_VERSION
     return data
 
