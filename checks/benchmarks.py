@@ -59,12 +59,18 @@ def nccl_tests(ctx: CheckContext) -> Result:
     if not runs:
         return Result(Status.SKIP, "no nccl-tests output in this file")
     gpus, env = ctx.nvml.get("gpus") or [], ctx.system.get("env") or {}
-    shown = {
-        "ib_devices": (ctx.facts.get("nccl") or {}).get("ib_devices") or [],
-        "ports": ctx.system.get("infiniband") or [],
-        "topology": ctx.nvml.get("topology") or {},
-    }
+    shown = shown_in(ctx.facts)
     return combine([judge_run({**run, "env": run.get("env") or env}, gpus, shown) for run in runs], "nccl-tests run")
+
+
+def shown_in(facts: dict[str, Any]) -> dict[str, Any]:
+    """What a file shows of the machine besides its runs: the NICs NCCL's log names (`ib_devices`), ibstat's
+    `ports`, `topo -m`'s `topology`."""
+    return {
+        "ib_devices": (facts.get("nccl") or {}).get("ib_devices") or [],
+        "ports": (facts.get("system") or {}).get("infiniband") or [],
+        "topology": (facts.get("nvml") or {}).get("topology") or {},
+    }
 
 
 Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
@@ -100,8 +106,7 @@ def _said(row: Row) -> str:
 
 
 def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
-    """One nccl-tests run, its row named by the run (collective and line). `shown`: what else the file shows
-    of the machine: the NICs NCCL's log names (`ib_devices`), ibstat's `ports`, `topo -m`'s `topology`."""
+    """One nccl-tests run, its row named by the run (collective and line); `shown`: shown_in(the file's facts)."""
     row, fix = _judge_run(run, gpus, shown)
     row.name = run_name(run)
     return row, fix

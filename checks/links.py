@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpudoctor.api import CheckContext, Result, check, compare, references
+from gpudoctor.api import CheckContext, Result, check, compare, expect, references
 from gpudoctor.judging import pairs
 
 WORKER = "gpudoctor.checks.ranks.links:measure_links"
@@ -54,11 +54,7 @@ def absolute_reference(ctx: CheckContext) -> tuple[compare.Reference | None, flo
 
 
 def _fastest_port(node: dict[str, Any]) -> tuple[float, str] | None:
-    rates = [
-        float(str(p.get("rate", "0")).split()[0])
-        for p in node.get("infiniband") or []
-        if "ACTIVE" in str(p.get("state", ""))
-    ]
+    rates = [expect.port_gbits(p) for p in node.get("infiniband") or [] if "ACTIVE" in str(p.get("state", ""))]
     return (max(rates), node["name"]) if rates else None
 
 

@@ -179,13 +179,8 @@ def judge_text(text: str, run: dict | None = None) -> tuple:
     """bench.nccl-tests' verdict on a file's text as `check --from` reads it, in process; `run` stands for the
     file's nccl-tests run where the text holds only the machine's other outputs."""
     facts = paste.read(text).facts
-    shown = {
-        "ib_devices": (facts.get("nccl") or {}).get("ib_devices") or [],
-        "ports": facts["system"].get("infiniband") or [],
-        "topology": facts["nvml"].get("topology") or {},
-    }
     runs = [run] if run else facts["benchmarks"]["nccl_tests"]
-    return benchmarks.judge_run(runs[0], facts["nvml"].get("gpus") or [], shown)
+    return benchmarks.judge_run(runs[0], facts["nvml"].get("gpus") or [], benchmarks.shown_in(facts))
 
 
 def ibstat(ports: list[tuple[str, str, int, str]]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.common import FIXTURES, read_amid
+from helpers.common import FIXTURES, read_alone, read_amid
 
 from gpudoctor.paste import dcgm_diag
 from gpudoctor.paste.found import Found
@@ -23,10 +23,7 @@ OTHER_KINDS = [p for p in (FIXTURES / "pastes").iterdir() if p.is_dir()] + [
 
 
 def found_in(text: str) -> Found:
-    """The dcgmi diag reader alone, lines split as paste.read splits them."""
-    found = Found.of(text)
-    dcgm_diag.read(found)
-    return found
+    return read_alone(dcgm_diag.read, text)
 
 
 def fixture(name: str) -> Found:

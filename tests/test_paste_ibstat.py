@@ -4,6 +4,7 @@ sysfs, and the NICs NCCL would use picked from them as on a live node (expect.nc
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -98,6 +99,15 @@ def test_a_markdown_paste_without_indentation_and_with_blank_lines_is_read() -> 
             "numa_node": None,
         }
     ]
+
+
+def test_ibstats_newer_effective_speed_line_keeps_the_port_whole() -> None:
+    """rdma-core's master prints "Effective speed: %g" after Rate (infiniband-diags/ibstat.c, commit 9a645e432):
+    a published output with that line inserted, as the next release will print it."""
+    real = (IBSTAT / "ibstat-8x-cx7-ndr-400-ib-plus-bf3-bond-200-eth-h100.txt").read_text()
+    newer = re.sub(r"^(\s+)Rate: 400$", r"\1Rate: 400\n\1Effective speed: 400", real, flags=re.M)
+    assert newer != real
+    assert ports_of(newer) == ports_of(real)
 
 
 def test_key_value_lines_outside_an_ibstat_block_are_not_ports() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from gpudoctor.checks.driver import judge_kernel_module
 from gpudoctor.checks.health import judge_xid
-from helpers.common import PASTES, read_amid
+from helpers.common import PASTES, read_alone, read_amid
 
 from gpudoctor.api import Status
 from gpudoctor.facts.system import parse_events
@@ -28,10 +28,7 @@ OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "nccl")
 
 def found_in(path: Path) -> Found:
     """The kernel reader alone over a fixture, lines split as paste.read splits them."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    found = Found.of(text)
-    kernel.read(found)
-    return found
+    return read_alone(kernel.read, path.read_text(encoding="utf-8", errors="replace"))
 
 
 def kernel_log(found: Found) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from gpudoctor.checks.system import judge_nccl_env
-from helpers.common import PASTES, read_amid
+from helpers.common import PASTES, read_alone, read_amid
 
 from gpudoctor.api import Status
 from gpudoctor.paste import nccl, read
@@ -23,10 +23,7 @@ OTHER_KINDS = ("collect_env", "nvidia-smi", "errors", "kernel", "bug-report", "i
 
 
 def found_in(text: str) -> Found:
-    """The NCCL reader alone, lines split as paste.read splits them."""
-    found = Found.of(text)
-    nccl.read(found)
-    return found
+    return read_alone(nccl.read, text)
 
 
 def groups(signature: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +421,7 @@ def test_a_20_mb_log_is_read_in_reasonable_time() -> None:
     paths = [*sorted(NCCL.glob("*.txt")), *sorted((PASTES / "kernel").glob("*.txt"))]
     chunk = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in paths)
     text = (chunk + "\n") * (20_000_000 // len(chunk) + 1)
-    found = Found(text.split("\n"))
+    found = Found.of(text)
     started = time.perf_counter()
     nccl.read(found)
     elapsed = time.perf_counter() - started

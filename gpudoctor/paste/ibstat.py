@@ -31,6 +31,7 @@ IBSTAT_KEYS = {
     "State",
     "Physical state",
     "Rate",
+    "Effective speed",
     "Base lid",
     "LMC",
     "SM lid",
@@ -38,9 +39,9 @@ IBSTAT_KEYS = {
     "Port GUID",
     "Link layer",
 }
-# ibstat names a port's logical state in words; sysfs and ibstatus write "N: NAME" (ib_port_state).
+# ibstat names a port's logical state in words (infiniband-diags/ibstat.c); sysfs and ibstatus write
+# "N: NAME" (ib_port_state). rdma-core's master adds "Effective speed" after Rate (commit 9a645e432).
 STATES = {"down": "1: DOWN", "initializing": "2: INIT", "armed": "3: ARMED", "active": "4: ACTIVE"}
-STATES["active defer"] = "5: ACTIVE_DEFER"
 
 
 @dataclass
@@ -99,14 +100,10 @@ def _step(line: str, number: int, device: str | None, port: Port | None, ports: 
         return device, opened
     if device and (match := KEY.match(line)) and match.group(1) in IBSTAT_KEYS:
         if port:
-            _keep(port, match.group(1).lower().replace(" ", "_"), match.group(2))
+            port.values.setdefault(match.group(1).lower().replace(" ", "_"), match.group(2).strip())
         return device, port
     if device is None and port and (match := STATUS_KEY.match(line)):
-        _keep(port, match.group(1).replace(" ", "_"), match.group(2))
+        port.values.setdefault(match.group(1).replace(" ", "_"), match.group(2).strip())
         return None, port
     return None, None
 
-
-def _keep(port: Port, key: str, value: str) -> None:
-    names = {"physical_state": "phys_state"}
-    port.values.setdefault(names.get(key, key), value.strip())

@@ -91,6 +91,15 @@ def alive(pids: list[int]) -> list[int]:
     return living
 
 
+def read_alone(read: Any, text: str) -> Any:
+    """One paste reader's `read` alone over `text`, its lines split as paste.read splits them."""
+    from gpudoctor.paste.found import Found
+
+    found = Found.of(text)
+    read(found)
+    return found
+
+
 def read_amid(text: str, line: str, read: Any) -> Any:
     """A paste reader's `read` over `text` with one real `line` of its kind put in the middle: where the text is
     another kind's, the reader must read that line and nothing else."""
