@@ -17,7 +17,7 @@ def gemm_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Row:
     """One GPU's figures (bf16 and TF32, or fp16): verified first, then against the published healthy figure."""
-    parts, statuses, metrics = [], [], []
+    parts, statuses, metrics, basis = [], [], [], "figure"
     for precision, key in ((p, k) for p, k in DATASHEET_KEY.items() if p in m):
         figure = m[precision]
         expected = expect.pick(baseline.get(precision), expect.model_expectation(gpu, key))
@@ -25,7 +25,7 @@ def gemm_row(
         status, metric = expect.gpu_verdict(precision, figure["tflops"], "TFLOP/s", expected, floor, peak)
         metrics.append(metric)
         if figure["rel_error"] > TOLERANCE[precision] or math.isnan(figure["rel_error"]):
-            status = Status.FAIL
+            status, basis = Status.FAIL, "data"
             parts.append(f"{precision} WRONG RESULTS (relative error {figure['rel_error']:.2g})")
         elif expect.measurement_error(figure["tflops"], peak):
             parts.append(f"{precision} {figure['tflops']:.0f} is above the {peak.value:g} peak: measurement error")
@@ -34,7 +34,7 @@ def gemm_row(
             parts.append(f"{precision} {figure['tflops']:.0f}{note}")
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
     text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu, "bf16_tflops")
-    return gpu_row(gpu, worst(statuses), text, metrics)
+    return gpu_row(gpu, worst(statuses), text, metrics, basis)
 
 
 def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Expectation | None]) -> Result:

@@ -54,9 +54,8 @@ def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: dict[in
     for rank, value in sorted(values.items()):
         status, ratio = compare.judge(value, reference, allow, compare.PEER_GPUS)
         metric = compare.figure("images_per_s_alone", value, "img/s", reference, allow, {"rank": rank})
-        rows.append(
-            gpu_row(gpus[rank], status, f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers", [metric])
-        )
+        text = f"{value:.4g} img/s alone, {ratio:.2f}x the median of its peers"
+        rows.append(gpu_row(gpus[rank], status, text, [metric], "figure"))
     result = from_rows(
         rows,
         f"{head}; {allow.describe()}",
@@ -66,7 +65,7 @@ def _per_gpu(own: dict[int, list[float]], batch: int, device: str, gpus: dict[in
             ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE", "gpudoctor check --level standard --only compute"],
         ),
     )
-    result.aspect = "per-gpu"
+    result.aspect, result.basis = "per-gpu", "figure"
     return result
 
 
@@ -85,19 +84,26 @@ def _scaling(ranks: list[dict[str, Any]], own: dict[int, list[float]], device: s
         f"{slowest * 1000:.1f} ms a step, synchronised {many * 1000:.1f} ms)"
     )
     if device != "cuda":
-        return Result(Status.PASS, f"{text}; ranks share the CPU, so not judged", aspect="scaling", metrics=[metric])
+        return Result(
+            Status.PASS,
+            f"{text}; ranks share the CPU, so not judged",
+            aspect="scaling",
+            basis="figure",
+            metrics=[metric],
+        )
     if efficiency < minimum:
         return Result(
             Status.FAIL,
             f"{text}, below {minimum:.0%}",
             aspect="scaling",
+            basis="figure",
             metrics=[metric],
             remediation=Remediation(
                 "Synchronised steps much slower than every GPU alone mean the gradient all-reduce is slow.",
                 ["gpudoctor check --level standard --only allreduce p2p"],
             ),
         )
-    return Result(Status.PASS, text, aspect="scaling", metrics=[metric])
+    return Result(Status.PASS, text, aspect="scaling", basis="figure", metrics=[metric])
 
 
 @check(

@@ -379,6 +379,7 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
     rows = []
     for gpu in gpus:
         procs = gpu.get("processes")
+        procs = procs if procs is None else [p for p in procs if not p.get("own")]  # gpudoctor's own
         missing = not_captured(gpu, "processes")
         if missing:
             rows.append(gpu_row(gpu, Status.SKIP, missing))
@@ -410,7 +411,8 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
     kinds = [k for k in proc.get("kinds", []) if k != "compute"]
     where = f", MIG instance {proc['mig_instance'][0]}" if proc.get("mig_instance") else ""
     kind = f" {'/'.join(kinds)}" if kinds else ""
-    return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}"
+    busy = f", computing at {proc['sm_util']} % SM" if proc.get("sm_util") else ""
+    return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}{busy}"
 
 
 @check("driver.nvml", "NVML loads and the driver answers", uses=("nvml", "system"))

@@ -113,7 +113,8 @@ def gpu_row_for(
     GPU), and what NVML saw of it during its load."""
     said, nvml_figures, grade = watched(during(samples, gpu.get("index"), rank))
     if rank["rel_error"] > TOLERANCE["bf16"]:
-        return gpu_row(gpu, Status.FAIL, f"WRONG RESULTS under load (relative error {rank['rel_error']:.2g})", [])
+        wrong = f"WRONG RESULTS under load (relative error {rank['rel_error']:.2g})"
+        return gpu_row(gpu, Status.FAIL, wrong, [], "data")
     expected = expect.model_expectation(gpu, "bf16_tflops")
     status, datasheet = expect.verdict("bf16_under_load", value, "TFLOP/s", expected, floor)
     text = f"bf16 {value:.4g} TFLOP/s under load"
@@ -123,7 +124,7 @@ def gpu_row_for(
         text += f", {ratio:.2f}x its peers' median"
     if status != Status.PASS:
         text += f", {expect.shortfall(datasheet)}"
-    return gpu_row(gpu, worst([status, against_peers, grade]), text + said, [datasheet, *nvml_figures])
+    return gpu_row(gpu, worst([status, against_peers, grade]), text + said, [datasheet, *nvml_figures], "figure")
 
 
 @check(

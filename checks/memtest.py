@@ -22,9 +22,10 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
         figures.append(Metric("tested_memory", mib, "MiB"))
         if bad:
             text = f"{sum(bad.values())} bad words in {mib} MiB ({', '.join(f'{k}: {v}' for k, v in bad.items())})"
-            rows.append(gpu_row(gpu, Status.FAIL, text, figures))
+            rows.append(gpu_row(gpu, Status.FAIL, text, figures, "data"))
         else:
-            rows.append(gpu_row(gpu, Status.PASS, f"{mib} MiB, {len(m['bad'])} patterns, no bad words", figures))
+            text = f"{mib} MiB, {len(m['bad'])} patterns, no bad words"
+            rows.append(gpu_row(gpu, Status.PASS, text, figures, "data"))
     return from_rows(
         rows,
         f"{len(rows)} GPUs: every pattern read back intact",

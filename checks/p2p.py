@@ -54,7 +54,8 @@ def judge(
             status, text = Status.FAIL, f"-> {target}: NVML reports P2P but CUDA cannot enable it"
         elif status != Status.PASS:
             text += f" ({expect.shortfall(metric)})"
-        rows.append(gpu_row(a, status, text, [metric, latency]))
+        basis = "data" if not pair["verified"] or (nvml_ok and not pair["access"]) else "figure"
+        rows.append(gpu_row(a, status, text, [metric, latency], basis))
         if worst_pair is None or pair["gbps"] < worst_pair["gbps"]:
             worst_pair = pair
     if worst_pair is None:

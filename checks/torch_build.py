@@ -21,6 +21,7 @@ from gpudoctor.api import (
     gpu_for_cuda_index,
     gpu_row,
     usable,
+    visible,
 )
 
 
@@ -204,7 +205,7 @@ def judge_cuda_available(
         seen = torch.get("device_count")
         return Result(Status.PASS, f"torch sees {seen} GPUs" if seen is not None else "CUDA is available to torch")
     error = torch.get("cuda_init_error") or "no error message"
-    why, commands = _cuda_init_cause(error, env)
+    why, commands = _cuda_init_cause(error, env, gpus)
     return Result(
         Status.FAIL,
         f"NVML sees {len(gpus)} GPUs but torch.cuda.is_available() is False: {error}",
@@ -234,11 +235,13 @@ def judge_cuda_unavailable_without_driver(
     )
 
 
-def _cuda_init_cause(error: str, env: dict[str, str]) -> tuple[str, list[str]]:
+def _cuda_init_cause(error: str, env: dict[str, str], gpus: list[dict[str, Any]]) -> tuple[str, list[str]]:
     text = error.lower()
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and ("no cuda-capable device" in text or "invalid device" in text or visible == ""):
-        return (f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA.", ["unset CUDA_VISIBLE_DEVICES"])
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    seen = visible.visible(value, gpus) if value is not None else None
+    if seen is not None and not seen.shown and not seen.mig:
+        said = f": {seen.invalid!r} names no GPU here ({visible.present(gpus)})" if seen.invalid else ""
+        return (f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA{said}.", ["unset CUDA_VISIBLE_DEVICES"])
     if "too old" in text or "insufficient" in text:
         return ("The driver is older than the CUDA release torch was built with.", ["nvidia-smi | head -4"])
     known = compat.cuda_error(error)
@@ -275,6 +278,8 @@ def judge_arch(
     if not torch.get("cuda"):
         return Result(Status.SKIP, "CPU-only torch build")
     arch_list = torch.get("arch_list") or []
+    if not arch_list:  # an empty list is CUDA not starting (torch before 2.15 said so), never the build's
+        return Result(Status.SKIP, "the build's arch list could not be read (see torch.cuda-available)")
     devices = device_capabilities(torch, gpus)
     rows = []
     for gpu in devices:

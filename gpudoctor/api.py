@@ -26,7 +26,7 @@ from gpudoctor.context import CheckContext
 from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
 from gpudoctor.facts.nvml import usable
 from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
-from gpudoctor.judging import compare, compat, expect, references
+from gpudoctor.judging import compare, compat, expect, references, visible
 from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
 from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_label, gpu_row, worst
 from gpudoctor.registry import check
@@ -65,5 +65,6 @@ __all__ = [
     "references",
     "same_pci",
     "usable",
+    "visible",
     "worst",
 ]

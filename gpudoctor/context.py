@@ -4,17 +4,20 @@ two ways to run a workload. Checks get it from `gpudoctor.api`; the engine build
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.facts.identity import used_gpus, with_gpus
-from gpudoctor.facts.nvml import Sampler, usable
+from gpudoctor.facts.nvml import Backend, LiveNvml, Sampler, usable
+from gpudoctor.facts.occupancy import WATCH_S, Watch
 from gpudoctor.facts.schema import SOURCES, GpuFacts, KernelLog, NvmlFacts, SystemFacts, TorchFacts
-from gpudoctor.judging import compat
+from gpudoctor.judging import compat, oom
 from gpudoctor.judging.expect import Expectation
-from gpudoctor.model import Remediation, Result, Status
+from gpudoctor.model import Remediation, Result, Status, gpu_label, gpu_row
 from gpudoctor.registry import CheckSpec
 from gpudoctor.workloads.isolate import run_isolated
 from gpudoctor.workloads.launch import launch
@@ -39,6 +42,22 @@ class Options:
 
 
 @dataclass
+class Observer:
+    """What a run sees of its GPUs around each workload (who else used them, facts.occupancy.Watch), kept for the
+    diagnosis: one observation per workload, named by its check."""
+
+    backend: Callable[[], Backend] = LiveNvml
+    every_s: float = WATCH_S
+    observations: list[dict[str, Any]] = field(default_factory=list)
+
+    @contextmanager
+    def watching(self, check_id: str, indexes: list[int]) -> Iterator[None]:
+        with Watch(indexes, self.every_s, self.backend) as watch:
+            yield
+        self.observations.append(watch.observation(check_id))
+
+
+@dataclass
 class CheckContext:
     """The node's facts, the run's options and this check's settings; workloads run under its timeout."""
 
@@ -47,6 +66,7 @@ class CheckContext:
     settings: dict[str, Any]
     spec: CheckSpec
     cluster: ClusterContext | None = None  # cluster mode: this node's session, and every node on rank 0
+    observer: Observer | None = None  # the run's: each workload's GPUs are watched for other processes
 
     @property
     def gathered(self) -> set[str]:
@@ -199,10 +219,11 @@ class CheckContext:
         """`worker(rank_ctx)` on one rank per GPU (or `cpu_ranks` gloo ranks on CPU) under this check's
         timeout: every rank's return value, or the result saying which rank hung or died, doing what."""
         backend = "nccl" if self.device == "cuda" else "gloo"
-        outcome = launch(worker, world_size or self.world_size, backend, params, timeout_s or self.timeout_s)
+        with self.watched():
+            outcome = launch(worker, world_size or self.world_size, backend, params, timeout_s or self.timeout_s)
         if outcome.status == Status.PASS:
             return outcome.data
-        return Result(
+        return out_of_memory(outcome.status, outcome.message, self.used_gpus) or Result(
             outcome.status,
             outcome.message,
             remediation=Remediation(
@@ -230,7 +251,8 @@ class CheckContext:
         backend = "nccl" if self.device == "cuda" else "gloo"
         local = local_ranks or self.world_size
         limit = timeout_s or self.timeout_s
-        return self.cluster.run(self.spec.id, worker, params, local, backend, limit, plan_params)
+        with self.watched():
+            return self.cluster.run(self.spec.id, worker, params, local, backend, limit, plan_params)
 
     def watch_gpus(self, every_s: float) -> Sampler:
         """NVML read every `every_s` seconds on the GPUs in use while the `with` block runs (a load): SM clock,
@@ -241,13 +263,25 @@ class CheckContext:
     def run_isolated(self, target: str, payload: dict[str, Any], timeout_s: float | None = None) -> Any | Result:
         """`target(payload)` in its own process session, killed with all it started at this check's timeout:
         what it returned, or the result saying how it hung, crashed or failed and where."""
-        outcome = run_isolated(target, payload, timeout_s or self.timeout_s)
+        with self.watched():
+            outcome = run_isolated(target, payload, timeout_s or self.timeout_s)
         if outcome.status == Status.PASS:
             return outcome.data
+        raw = "\n".join(text for text in (outcome.message, outcome.stderr_tail.strip()) if text)
         where = "; ".join(f"{name}: {phase}" for name, phase in outcome.progress.items()) or "before any progress"
-        detail = outcome.stderr_tail.strip().splitlines()[-1][:200] if outcome.stderr_tail.strip() else ""
-        said = f": {detail}" if detail and outcome.status != Status.TIMEOUT else ""
-        return Result(outcome.status, f"workload {outcome.message} ({where}){said}")
+        failed = out_of_memory(outcome.status, raw, self.used_gpus)
+        if failed:
+            return failed
+        said = outcome.message.partition(":")[0] if outcome.status == Status.ERROR else outcome.message
+        return Result(outcome.status, f"workload {said} ({where})", detail=raw or None)
+
+    def watched(self) -> Any:
+        """Around a workload on the GPUs: NVML watches them for other processes (the run's observer keeps what
+        it saw); nothing on the CPU or where NVML does not work."""
+        indexes = sorted({g["index"] for g in self.used_gpus if g.get("index") is not None})
+        if self.observer is None or self.device != "cuda" or self.nvml.get("status") != "ok" or not indexes:
+            return nullcontext()
+        return self.observer.watching(self.spec.id, indexes)
 
     @staticmethod
     def failed(outcome: Any) -> Result | None:
@@ -259,6 +293,21 @@ class CheckContext:
                 return failed
         """
         return outcome if isinstance(outcome, Result) else None
+
+
+def out_of_memory(status: Status, raw: str, gpus: list[GpuFacts]) -> Result | None:
+    """A workload that ran out of GPU memory, said in figures (torch's own message read, judging.oom): which GPU,
+    what it asked for, what was free; the message itself in `detail`. None where the failure was another."""
+    found = oom.parse(raw)
+    if found is None:
+        return None
+    gpu = gpus[found.gpu] if found.gpu is not None and found.gpu < len(gpus) else None
+    where = f" ({gpu_label(gpu)})" if gpu and gpu.get("index") != found.gpu else ""
+    result = Result(status, f"ran out of GPU memory{found.said()}{where}", basis="oom", detail=raw)
+    if gpu is not None:
+        result.rows = [gpu_row(gpu, status, f"out of memory{found.said()}")]
+        result.rows[0].basis = "oom"
+    return result
 
 
 def _holds(facts: Any, keys: list[str]) -> bool:

@@ -7,6 +7,11 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
+# What a verdict rests on, where it is a measurement: a figure judged against a reference ("figure"), data a
+# workload checked (results, copies, memory words: "data"), or a workload that ran out of GPU memory ("oom").
+# A cause explains figures and out-of-memory errors measured under it; wrong data stays wrong whatever else ran.
+BASES = ("figure", "data", "oom")
+
 
 class Status(str, Enum):
     """Outcome of one check; `error` means the check itself broke, `timeout` that it ran out of time."""
@@ -87,6 +92,7 @@ class Row:
     metrics: list[Metric] = field(default_factory=list)  # this GPU's (or node's) own figures
     peer: str | None = None  # with `node`: the row is about the link from `node` to `peer`, not the node
     confirmed: bool | None = None  # a suspicion re-tested: True it held, False it did not (never drained)
+    basis: str | None = None  # what the verdict rests on: one of BASES (the diagnosis reads it), None for a fact
 
     @property
     def where(self) -> str:
@@ -113,6 +119,9 @@ class Result:
     duration_s: float = 0.0
     title: str = ""
     check_id: str = ""  # stamped by the runner from the check's declaration
+    basis: str | None = None  # what the verdict rests on: one of BASES (the diagnosis reads it), None for a fact
+    explained_by: str | None = None  # the id of the cause (the report's `causes`) this finding is a symptom of
+    detail: str | None = None  # raw text (an exception, a program's output): -v and the JSON show it, no summary
 
     @property
     def label(self) -> str:
@@ -123,6 +132,33 @@ class Result:
         data["status"] = self.status.value
         data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
         return {"check_id": data.pop("check_id"), **data}
+
+
+@dataclass
+class Cause:
+    """What is wrong, found behind several findings by the diagnosis (gpudoctor/diagnosis): one line that says it
+    and where, the command that cures it, the findings it explains (their labels: `check_id[:aspect]`), what it
+    rests on (evidence, quoted from the facts) and what says this cause produces those symptoms (`source`)."""
+
+    id: str
+    status: Status
+    summary: str
+    remediation: Remediation | None = None
+    explains: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "status": self.status.value}
+
+
+def cause_from_dict(data: dict[str, Any]) -> Cause:
+    """A Cause as a report document holds it; types are not checked here (see `gpudoctor.vetting`)."""
+    given = _known(Cause, data)
+    given["remediation"] = _remediation(data["remediation"]) if data.get("remediation") else None
+    given["status"] = Status(data["status"])
+    return Cause(**given)
 
 
 def _remediation(data: dict[str, Any]) -> Remediation:
@@ -159,8 +195,15 @@ def gpu_label(gpu: dict[str, Any]) -> str:
     return f"GPU {gpu['index']}" if gpu.get("index") is not None else (gpu.get("name") or "GPU ?")
 
 
-def gpu_row(gpu: dict[str, Any], status: Status, summary: str, metrics: list[Metric] | None = None) -> Row:
-    """A per-GPU row filled from a snapshot's GPU entry, with that GPU's figures."""
+def gpu_row(
+    gpu: dict[str, Any],
+    status: Status,
+    summary: str,
+    metrics: list[Metric] | None = None,
+    basis: str | None = None,
+) -> Row:
+    """A per-GPU row filled from a snapshot's GPU entry, with that GPU's figures and what its verdict rests on
+    (BASES)."""
     return Row(
         status=status,
         summary=summary,
@@ -169,6 +212,7 @@ def gpu_row(gpu: dict[str, Any], status: Status, summary: str, metrics: list[Met
         pci_bus_id=gpu.get("pci_bus_id"),
         name=gpu.get("name"),
         metrics=metrics or [],
+        basis=basis,
     )
 
 

@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any
 
-from gpudoctor.model import Metric, Remediation, Result, Row, Status
+from gpudoctor.model import Cause, Metric, Remediation, Result, Row, Status
 
 SHOWN = 60  # characters of a wrong answer quoted in the error row
 SCALARS = (str, int, float)
@@ -118,6 +118,23 @@ def _result(item: Any, where: str = "") -> Result:
     for n, row in enumerate(item.rows[:MAX_ROWS], 1):
         _row(row, f"{where}row {n}: ")
     return _bounded(item)
+
+
+def vetted_cause(cause: Any) -> Cause:
+    """A cause read back from a saved report, of the types the renderers read, its texts cut and harmless."""
+    _require(isinstance(cause, Cause), shown(cause))
+    _require(isinstance(cause.id, str) and isinstance(cause.summary, str), "a cause whose id or summary is not text")
+    cause.status = _status(cause.status, "a cause")
+    _remediation(cause.remediation, "a cause's ")
+    for name in ("explains", "where", "evidence"):
+        items = getattr(cause, name)
+        texts = isinstance(items, list) and all(isinstance(i, str) for i in items)
+        _require(texts, f"a cause whose {name} is not text")
+        setattr(cause, name, [_cut(i) for i in items[:MAX_ROWS]])
+    _require(isinstance(cause.source, str), "a cause whose source is not text")
+    _texts_cut(cause)
+    _texts_cut(cause.remediation)
+    return cause
 
 
 def _status(status: Any, what: str) -> Status:

@@ -37,7 +37,10 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
         f"ddp.train:{a}"
         for a in ("loss-falls", "params-identical", "gradient-matches", "finite", "throughput", "per-gpu", "scaling")
     }
-    assert all(c["status"] == "pass" for c in checks.values()), checks
+    judged = {label: c["status"] for label, c in checks.items() if label != "ddp.train:throughput"}
+    assert set(judged.values()) == {"pass"}, checks
+    assert checks["ddp.train:throughput"]["status"] == "skip", "a CPU figure with nothing to judge it: not judged"
+    assert checks["ddp.train:throughput"]["summary"].startswith("not judged: ")
     assert "resnet18, batch 8/rank, 64 px, fp32, 12 steps" in checks["ddp.train:loss-falls"]["summary"]
     metrics = {(m["name"], tuple(m["labels"].items())) for m in checks["ddp.train:throughput"]["metrics"]}
     assert {
@@ -167,10 +170,12 @@ def test_out_of_memory_names_a_batch_that_fits() -> None:
 
 def test_throughput_is_never_judged_against_figures_measured_otherwise() -> None:
     """NVIDIA's ResNet-50 figures were measured with DALI, batch 256, fp16: not what ddp.train runs. Without a
-    baseline the throughput is shown and said to be unjudged, whatever the GPU."""
+    baseline the throughput is shown and said to be not judged (never a pass: 45 % of a healthy node's figure
+    passed so on a shared H100), whatever the GPU."""
     ranks = [{"rank": r, "step_s": [0.5] * 6, "peak_mib": 1000.0} for r in range(8)]
     result = ddp_judging._throughput(ranks, ddp_judging.resolve({}, "cuda"), "cuda", None, 0.75, "8 ranks")
-    assert result.status == Status.PASS and ddp_judging.NO_REFERENCE in result.summary
+    assert result.status == Status.SKIP and result.summary.startswith("not judged: ")
+    assert ddp_judging.NO_REFERENCE in result.summary
     assert all(m.expected is None for m in result.metrics)
     assert not hasattr(ddp, "reference_figure")
 
@@ -222,7 +227,7 @@ def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
         "params-identical": "pass",
         "gradient-matches": "pass",
         "finite": "pass",
-        "throughput": "pass",
+        "throughput": "skip",
     }
 
 

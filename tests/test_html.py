@@ -115,9 +115,9 @@ def test_a_cluster_report_renders_again_in_every_format(tmp_path: Path, cluster_
         (None, "cannot read report"),
         ("{not json", "is not valid JSON"),
         ('{"tool": "other"}', "is not a gpudoctor report"),
-        ('{"tool": "gpudoctor", "schema_version": 99}', "this gpudoctor reads up to 4"),
+        ('{"tool": "gpudoctor", "schema_version": 99}', "this gpudoctor reads up to 5"),
         ('{"tool": "gpudoctor", "schema_version": 3, "checks": []}', "is not a whole gpudoctor report: no status"),
-        ("BROKEN_CHECK", "a check in it cannot be read"),
+        ("BROKEN_CHECK", "a check or cause in it cannot be read"),
     ],
 )
 def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(tmp_path: Path, content: str | None, said: str) -> None:

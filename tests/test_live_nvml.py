@@ -15,6 +15,7 @@ import fakenvml
 import pytest
 from fixtures.nodes import hide, lost_in_topology, node, not_supported_everywhere, torch_sees
 from helpers.common import SNAPSHOTS, judge, load_snapshot
+from helpers.occupancy import with_occupancy
 from test_node_checks import FAULTS
 
 from gpudoctor.facts.nvml import ERROR_GPU_IS_LOST
@@ -29,6 +30,8 @@ NODES = {
     "gpus-hidden-by-cgroup": HIDDEN_BY_CGROUP,
     "gpu-lost-in-topology": node(calls=lost_in_topology(2)),
     "notsupported-gpu": node(calls=not_supported_everywhere(2)),
+    "h100-another-process-computing": with_occupancy(load_snapshot("h100-sxm-8x"), "computing"),
+    "h100-another-process-holding": with_occupancy(load_snapshot("h100-sxm-8x"), "holding"),
 }
 
 
@@ -84,8 +87,8 @@ def test_process_lists_come_back_as_json_with_every_kind(live) -> None:
     NVML cannot report (NVML_VALUE_NOT_AVAILABLE) is unknown, not zero."""
     processes = live["other-process"]["facts"]["gpus"][0]["processes"]
     assert processes == [
-        {"pid": 4242, "used_mib": 30720, "kinds": ["compute"], "mig_instance": None},
-        {"pid": 2105, "used_mib": None, "kinds": ["graphics"], "mig_instance": None},
+        {"pid": 4242, "used_mib": 30720, "kinds": ["compute"], "mig_instance": None, "sm_util": 0},
+        {"pid": 2105, "used_mib": None, "kinds": ["graphics"], "mig_instance": None, "sm_util": 0},
     ]
     summary = judge(NODES["other-process"])["driver.processes"].summary
     assert "pid 2105 (Xorg graphics) holds an unknown amount of memory" in summary
@@ -125,3 +128,16 @@ def test_a_gpu_lost_during_the_topology_queries_leaves_those_pairs_unknown(live)
     assert topology["p2p_read"][2] == [None] * 8
     assert [row[2] for row in topology["common_ancestor"]] == [None] * 8
     assert topology["p2p_read"][0][1] == 0
+
+
+def test_who_computes_comes_back_through_the_two_call_sample_list(live) -> None:
+    """nvmlDeviceGetProcessUtilization as pynvml calls it (ask the count, then fill), with the answers an H100
+    gave while another process computed and while it only held memory; NOT_FOUND (no sample) is nobody."""
+    computing = live["h100-another-process-computing"]["facts"]["gpus"][0]
+    assert computing["utilization"] == {"gpu": 99, "memory": 34}
+    assert computing["processes"] == [
+        {"pid": 452, "used_mib": 9322, "kinds": ["compute"], "mig_instance": None, "sm_util": 100}
+    ]
+    holding = live["h100-another-process-holding"]["facts"]["gpus"][0]["processes"]
+    assert [(p["pid"], p["sm_util"]) for p in holding] == [(591, 0)]
+    assert live["h100-sxm-8x"]["facts"]["gpus"][1]["processes"] == []

@@ -516,6 +516,7 @@ H100_Q_GPU0 = {
     "pci_device_id": 0x233010DE,
     "memory_total_mib": 81559,
     "memory_used_mib": 1,
+    "utilization": {"gpu": 0, "memory": 0},
     "virtualization_mode": None,
     "driver_model": None,
     "persistence_mode": True,

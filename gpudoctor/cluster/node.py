@@ -25,6 +25,7 @@ def node_report(
         "status": document["status"],
         "exit_code": document["exit_code"],
         "checks": checks,
+        "causes": document.get("causes") or [],
         "failing": [c["check_id"] for c in checks if c["status"] in ("fail", "error", "timeout")],
         "warning": [c["check_id"] for c in checks if c["status"] == "warn"],
         "figures": judged_figures(checks),

@@ -56,7 +56,7 @@ def run_node(plan: Plan) -> Report:
 
     try:
         own = execute(plan, False, specs=local, on_event=on_event)
-        shared = report(plan, own.results, started, own.interrupted).document
+        shared = report(plan, own.results, started, own.interrupted, observations=own.observations).document
         session.share(node_report(env, shared, plan.facts, sorted(cross_node)))
         if env.leader:
             context.nodes = session.roster(settings["join_timeout"], report_wait(plan))
@@ -66,7 +66,7 @@ def run_node(plan: Plan) -> Report:
             return _lead(plan, context, joint.results, started, interrupted)
         verdict = None if interrupted else session.verdict()
         results = [*own.results, *joint.results, verdict_result(verdict, context.leader_name)]
-        return report(plan, results, started, interrupted)
+        return report(plan, results, started, interrupted, observations=own.observations + joint.observations)
     finally:
         session.close()
 

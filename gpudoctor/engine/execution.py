@@ -63,7 +63,7 @@ def single_node(plan: Plan, show_progress: bool = False) -> Report:
     """The whole run on this node alone, and its report."""
     started = Started()
     run = execute(plan, show_progress)
-    return report(plan, run.results, started, run.interrupted)
+    return report(plan, run.results, started, run.interrupted, observations=run.observations)
 
 
 def raise_interrupt(signum: int, frame: Any) -> None:

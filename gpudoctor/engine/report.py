@@ -47,19 +47,29 @@ class NodesPart:
 
 
 def report(
-    plan: Plan, results: list[Result], started: Started, interrupted: bool, nodes: NodesPart | None = None
+    plan: Plan,
+    results: list[Result],
+    started: Started,
+    interrupted: bool,
+    nodes: NodesPart | None = None,
+    observations: list[dict[str, Any]] | None = None,
 ) -> Report:
     """The report of a run: this node's (alone, or its part of a cluster run), or with `nodes` rank 0's cluster
-    report, whose exit code also says whether any node is to be drained."""
+    report, whose exit code also says whether any node is to be drained. The diagnosis reads the results first
+    (with who used the GPUs around each workload, `observations`): the causes lead the report."""
+    from gpudoctor.diagnosis import Evidence, diagnose
     from gpudoctor.report import document as doc
     from gpudoctor.report.exits import exit_code
 
     stamp = meta(plan, started)
+    live = plan.source.startswith("live")
+    evidence = Evidence(results, plan.facts, observations or [], nodes.summaries if nodes else [], live)
+    causes = diagnose(evidence)
     if nodes is None:
-        code = exit_code(results, plan.strict, interrupted)
-        return Report(results, doc.build(results, stamp, code, interrupted))
+        code = exit_code(results, plan.strict, interrupted, causes)
+        return Report(results, doc.build(results, stamp, code, interrupted, causes))
     built = doc.build_cluster(
-        results, nodes.summaries, stamp, plan.strict, interrupted, nodes.launcher, nodes.credential
+        results, nodes.summaries, stamp, plan.strict, interrupted, nodes.launcher, nodes.credential, causes
     )
     return Report(results, built)
 

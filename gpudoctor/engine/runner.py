@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.cluster.context import ClusterContext
-from gpudoctor.context import CheckContext, Options
+from gpudoctor.context import CheckContext, Observer, Options
 from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.model import Result, Status
@@ -113,6 +113,7 @@ class Run:
     results: list[Result] = field(default_factory=list)
     interrupted: bool = False
     duration_s: float = 0.0
+    observations: list[dict[str, Any]] = field(default_factory=list)  # who used the GPUs around each workload
 
 
 def run_checks(
@@ -122,15 +123,18 @@ def run_checks(
     settings_for: Callable[[CheckSpec], dict[str, Any]],
     hook: ProgressHook | None = None,
     cluster: ClusterContext | None = None,
+    observer: Observer | None = None,
 ) -> Run:
-    """Run each check; a check that raises is an `error` row, and Ctrl-C/SIGTERM ends the run cleanly."""
-    run = Run()
+    """Run each check; a check that raises is an `error` row, and Ctrl-C/SIGTERM ends the run cleanly. The
+    observer (a fresh one by default) watches the GPUs around every workload; the run keeps what it saw."""
+    observer = observer or Observer()
+    run = Run(observations=observer.observations)
     started = time.monotonic()
     for position, spec in enumerate(specs):
         if hook:
             hook("start", spec.id, spec.title)
         try:
-            results = run_one(spec, CheckContext(facts, options, settings_for(spec), spec, cluster))
+            results = run_one(spec, CheckContext(facts, options, settings_for(spec), spec, cluster, observer))
         except KeyboardInterrupt:
             run.interrupted = True
             run.results += [_skipped(s, "interrupted before it finished") for s in specs[position:]]

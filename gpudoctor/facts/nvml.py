@@ -74,6 +74,21 @@ class Dev(int):
         return f"gpu{int(self)}"
 
 
+class Since(int):
+    """A lastSeenTimeStamp argument: microseconds since the epoch, `seconds` ago when the call is made. It records
+    as what it means ("last2s"), so a recorded call replays whatever the time of the replay."""
+
+    seconds: float
+
+    def __new__(cls, seconds: float) -> Since:
+        stamp = super().__new__(cls, max(0, int((time.time() - seconds) * 1e6)))
+        stamp.seconds = seconds
+        return stamp
+
+    def __str__(self) -> str:
+        return f"last{self.seconds:g}s"
+
+
 def call_key(name: str, args: tuple[Any, ...]) -> str:
     return f"{name}({','.join(str(a) for a in args)})"
 
@@ -188,11 +203,18 @@ def nvlink_generation_of_code(code: int | None) -> int | None:
 NVLINK_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 
 
-class Gateway:
-    """Turns NVML answers into plain facts. One instance per gather; no NVML failure escapes it."""
+# How far back NVML's per-process samples are read: its sampling buffer holds the last few seconds
+# (nvmlDeviceGetProcessUtilization: "samples ... since lastSeenTimeStamp").
+UTIL_WINDOW_S = 2.0
 
-    def __init__(self, backend: Backend) -> None:
+
+class Gateway:
+    """Turns NVML answers into plain facts. One instance per gather; no NVML failure escapes it. A process in
+    `own` (gpudoctor itself and the torch gateway it started) is marked as its own, never another's."""
+
+    def __init__(self, backend: Backend, own: frozenset[int] = frozenset()) -> None:
         self.backend = backend
+        self.own = own
 
     def q(self, name: str, *args: Any, convert: Callable[[Any], Any] = lambda v: v) -> Any:
         """One query with the default "not available" (None); a lost GPU stops that GPU's gather."""
@@ -260,6 +282,7 @@ class Gateway:
             "compute_capability": self.q("nvmlDeviceGetCudaComputeCapability", d),
             "memory_total_mib": mem["total"] // 2**20 if mem else None,
             "memory_used_mib": mem["used"] // 2**20 if mem else None,
+            "utilization": self._utilization(d),
         }
 
     def _state(self, d: Dev) -> dict[str, Any]:
@@ -302,18 +325,61 @@ class Gateway:
         return False if code == ERROR_CORRUPTED_INFOROM else None
 
     def _processes(self, d: Dev) -> list[dict[str, Any]] | None:
-        """Compute, graphics and MPS processes holding this GPU, one entry per PID; None when NVML lists none
-        of them on this driver."""
+        """Compute, graphics and MPS processes holding this GPU, one entry per PID, each with its SM utilisation
+        of the last seconds; None when NVML lists none of them on this driver."""
         lists = [(kind, self._process_list(d, name)) for kind, name in PROCESS_LISTS]
         if all(procs is None for _, procs in lists):
             return None
         merged: dict[int, dict[str, Any]] = {}
         for kind, procs in lists:
             for p in procs or []:
-                entry = merged.setdefault(p["pid"], process_entry(p))
+                entry = merged.setdefault(p["pid"], process_entry(p, p["pid"] in self.own))
                 if kind not in entry["kinds"]:
                     entry["kinds"].append(kind)
+        busy = self._sm_use(d)
+        for entry in merged.values():
+            entry["sm_util"] = None if busy is None else busy.get(entry["pid"], 0)
         return list(merged.values())
+
+    def _utilization(self, d: Dev) -> dict[str, int] | None:
+        """How busy the GPU was over NVML's last sample period: the share of time a kernel ran, and the memory
+        controller's."""
+        return self.q(
+            "nvmlDeviceGetUtilizationRates", d, convert=lambda u: {"gpu": u["gpu"], "memory": u["memory"]}
+        )
+
+    def _sm_use(self, d: Dev) -> dict[int, int] | None:
+        """Each process's highest SM utilisation (%) in NVML's samples of the last UTIL_WINDOW_S seconds: {} where
+        NVML holds no sample (NOT_FOUND: nothing ran a kernel), None where the driver cannot say."""
+        value, code = self.attempt("nvmlDeviceGetProcessUtilization", d, Since(UTIL_WINDOW_S))
+        if code == ERROR_GPU_IS_LOST:
+            raise GpuLost("nvmlDeviceGetProcessUtilization: GPU is lost")
+        if code == ERROR_NOT_FOUND:
+            return {}
+        if code is not None or not isinstance(value, list):
+            return None
+        highest: dict[int, int] = {}
+        for sample in value:
+            pid, sm = sample.get("pid"), sample.get("smUtil")
+            if isinstance(pid, int) and isinstance(sm, int):
+                highest[pid] = max(highest.get(pid, 0), sm)
+        return highest
+
+    def occupancy(self, index: int) -> dict[str, Any]:
+        """Who uses a GPU now, as a workload is watched: its utilisation, its memory, and every process on it
+        with the memory it holds and its SM utilisation; a GPU lost meanwhile says so."""
+        d = Dev(index)
+        try:
+            mem = self.q("nvmlDeviceGetMemoryInfo", d)
+            return {
+                "gpu": index,
+                "utilization": self._utilization(d),
+                "memory_used_mib": mem["used"] // 2**20 if mem else None,
+                "memory_total_mib": mem["total"] // 2**20 if mem else None,
+                "processes": self._processes(d),
+            }
+        except GpuLost:
+            return {"gpu": index, "lost": True}
 
     def _process_list(self, d: Dev, name: str) -> list[dict[str, Any]] | None:
         return self.newest(d, name, f"{name}_v2")
@@ -541,20 +607,22 @@ def usable(gpu: dict[str, Any]) -> bool:
     return not gpu.get("lost") and gpu.get("accessible", True)
 
 
-def process_entry(p: dict[str, Any]) -> dict[str, Any]:
-    """One NVML process record as a fact: memory unknown (None) where NVML cannot say (WDDM, some vGPU)."""
+def process_entry(p: dict[str, Any], own: bool = False) -> dict[str, Any]:
+    """One NVML process record as a fact: memory unknown (None) where NVML cannot say (WDDM, some vGPU); `own`
+    where it is gpudoctor's own process."""
     used = p.get("usedGpuMemory")
     instances = [p.get(k) for k in ("gpuInstanceId", "computeInstanceId")]
     mig = None if any(i in (None, NO_MIG_INSTANCE) for i in instances) else instances
-    return {"pid": p["pid"], "used_mib": None if used is None else used // 2**20, "kinds": [], "mig_instance": mig}
+    entry = {"pid": p["pid"], "used_mib": None if used is None else used // 2**20, "kinds": [], "mig_instance": mig}
+    return {**entry, "own": True} if own else entry
 
 
 def _milli(value: int) -> float:
     return value / 1000.0
 
 
-def gather_live() -> tuple[dict[str, Any], dict[str, Any]]:
-    """Facts from the real NVML, and the recording that replays them."""
+def gather_live(own: frozenset[int] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Facts from the real NVML, and the recording that replays them; processes in `own` are gpudoctor's."""
     try:
         backend = LiveNvml()
     except ImportError as exc:
@@ -565,7 +633,7 @@ def gather_live() -> tuple[dict[str, Any], dict[str, Any]]:
             "gpus": [],
             "topology": {},
         }, {}
-    facts = Gateway(backend).gather()
+    facts = Gateway(backend, own).gather()
     if facts["status"] == "ok":
         with contextlib.suppress(backend.lib.NVMLError):
             backend.lib.nvmlShutdown()
@@ -573,14 +641,21 @@ def gather_live() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class Sampler:
-    """NVML read in a thread of its own while a load runs: every `every_s` seconds, each GPU's `sample`, with
-    the wall-clock time it was taken. Use as a context manager around the load; `samples` holds what was
-    read (nothing when NVML cannot start: the load is then judged on its figures alone)."""
+    """NVML read in a thread of its own while a load runs: every `every_s` seconds, each GPU's `sample` (or what
+    `read` reads), with the wall-clock time it was taken. Use as a context manager around the load; `samples`
+    holds what was read (nothing when NVML cannot start: the load is then judged on its figures alone)."""
 
-    def __init__(self, indexes: list[int], every_s: float, backend: Callable[[], Backend] = LiveNvml) -> None:
+    def __init__(
+        self,
+        indexes: list[int],
+        every_s: float,
+        backend: Callable[[], Backend] = LiveNvml,
+        read: Callable[[Gateway, int], dict[str, Any]] = Gateway.sample,
+    ) -> None:
         self.indexes = indexes
         self.every_s = every_s
         self.backend = backend
+        self.read = read
         self.samples: list[dict[str, Any]] = []
         self.error: str | None = None
         self._stop = threading.Event()
@@ -594,7 +669,9 @@ class Sampler:
         except (ImportError, NvmlCallError) as exc:
             self.error = f"NVML could not be read during the load: {exc}"
             return self
-        self._thread = threading.Thread(target=self._run, args=(Gateway(backend),), daemon=True)
+        gateway = Gateway(backend)
+        self.take(gateway)  # a first reading before the watched work starts
+        self._thread = threading.Thread(target=self._run, args=(gateway,), daemon=True)
         self._thread.start()
         self._open = backend
         return self
@@ -607,8 +684,10 @@ class Sampler:
                 self._open.call("nvmlShutdown")
 
     def _run(self, gateway: Gateway) -> None:
-        while True:
-            taken = time.time()
-            self.samples += [{"t": taken, **gateway.sample(i)} for i in self.indexes]
-            if self._stop.wait(self.every_s):
-                return
+        while not self._stop.wait(self.every_s):
+            self.take(gateway)
+
+    def take(self, gateway: Gateway) -> None:
+        """One reading of every GPU, stamped with the wall-clock time."""
+        taken = time.time()
+        self.samples += [{"t": taken, **self.read(gateway, i)} for i in self.indexes]

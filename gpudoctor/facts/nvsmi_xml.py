@@ -194,7 +194,14 @@ class Gpu:
             "memory_used_mib": integer(self.text("fb_memory_usage/used", "memory_total_mib")),
             "virtualization_mode": value(self.element.findtext("gpu_virtualization_mode/virtualization_mode")),
             "driver_model": value(self.element.findtext("driver_model/current_dm")),
+            "utilization": self.utilization(),
         }
+
+    def utilization(self) -> dict[str, int] | None:
+        """GPU and memory utilisation (%) of nvidia-smi's last sample; None where either is N/A."""
+        gpu = integer(self.element.findtext("utilization/gpu_util"))
+        memory = integer(self.element.findtext("utilization/memory_util"))
+        return None if gpu is None or memory is None else {"gpu": gpu, "memory": memory}
 
     def state(self) -> dict[str, Any]:
         mode = (value(self.text("compute_mode", "compute_mode")) or "").lower()

@@ -26,6 +26,8 @@ class Process(TypedDict, total=False):
     kinds: list[str]  # "compute", "graphics", "mps"
     mig_instance: list[int] | None
     name: str | None  # a capture: the process name nvidia-smi read on the node
+    sm_util: int | None  # its highest SM utilisation (%) in NVML's samples of the last seconds; None: not said
+    own: bool  # gpudoctor's own process (the torch gateway it started), never another's
 
 
 class NvLink(TypedDict, total=False):
@@ -70,6 +72,7 @@ class GpuFacts(TypedDict, total=False):
     compute_capability: list[int] | None
     memory_total_mib: int | None
     memory_used_mib: int | None
+    utilization: dict[str, int] | None  # NVML's last sample period: "gpu" (a kernel ran, %), "memory" (%)
     persistence_mode: bool | None
     compute_mode: str | None  # "default", "exclusive_thread", "prohibited", "exclusive_process"
     mig_mode: dict[str, bool] | None

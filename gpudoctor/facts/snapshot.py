@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterable
@@ -41,7 +42,8 @@ def gather(sources: Iterable[str] = SOURCES, torch_proc: subprocess.Popen[str] |
     if torch_proc is None and "torch" in wanted:
         torch_proc = torchinfo.start()
     nvcc_proc = system.start_nvcc() if "nvcc" in wanted else None
-    nvml_facts, recording = nvml.gather_live() if "nvml" in wanted else ({}, {})
+    own = frozenset(p.pid for p in (torch_proc, nvcc_proc) if p is not None) | {os.getpid()}
+    nvml_facts, recording = nvml.gather_live(own) if "nvml" in wanted else ({}, {})
     system_facts = system.gather() if "system" in wanted else {}
     if "kernel_log" in wanted:
         system_facts["kernel_log"] = system.read_kernel_log()

@@ -295,15 +295,18 @@ def count_event(
 
 
 def describe_processes(pids: list[int]) -> dict[str, dict[str, Any]]:
-    """Name and state of the processes NVML says hold GPU memory (host PIDs may be invisible in a container)."""
-    described = {}
-    for pid in sorted(set(pids)):
-        try:
-            proc = psutil.Process(pid)
-            described[str(pid)] = {"name": proc.name(), "status": proc.status()}
-        except psutil.Error:
-            described[str(pid)] = {"name": None, "status": "not visible"}
-    return described
+    """Name, state, owner and parent of the processes NVML says hold GPU memory (host PIDs may be invisible in a
+    container: NVML answers in the host's PID namespace)."""
+    return {str(pid): describe_process(pid) for pid in sorted(set(pids))}
+
+
+def describe_process(pid: int) -> dict[str, Any]:
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return {"name": proc.name(), "status": proc.status(), "user": proc.username(), "ppid": proc.ppid()}
+    except (psutil.Error, KeyError):  # KeyError: a uid with no name in this container's passwd
+        return {"name": None, "status": "not visible"}
 
 
 def gpu_numa_nodes(bus_ids: list[str], root: Path = Path("/")) -> dict[str, int | None]:

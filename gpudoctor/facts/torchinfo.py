@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -59,13 +60,34 @@ def gather() -> dict[str, Any]:
         "version": torch.__version__,
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),
-        "arch_list": torch.cuda.get_arch_list() if torch.version.cuda else [],
+        "arch_list": compiled_arch_list(torch) if torch.version.cuda else [],
     }
     facts.update(_cuda(torch))
     facts["cudnn"] = _cudnn(torch)
     facts["nccl"] = _nccl(torch)
     facts["torchvision"] = _torchvision()
     return facts
+
+
+# What torch.__config__.show() prints of the build's nvcc flags: "-gencode arch=compute_90,code=sm_90" or
+# "code=[sm_90,compute_90]" (CMake's cuda_select_nvcc_arch_flags form).
+GENCODE = re.compile(r"-gencode[ ;=]arch=compute_\w+,code=\[?([\w,]+)\]?")
+
+
+def compiled_arch_list(torch: Any) -> list[str]:
+    """The architectures this build carries kernels for (sm_XY) and PTX (compute_XY), read without a device.
+    torch.cuda.get_arch_list() answered [] whenever CUDA could not start (a hidden GPU, a broken driver) up to
+    torch 2.14, though the list is compiled in: torch._C._cuda_getArchFlags() (what get_arch_list reads, torch
+    1.5 on) answers it anyway; before it, the build's nvcc flags in torch.__config__.show()."""
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    with contextlib.suppress(Exception):
+        listed = flags() if flags else None
+        if listed:
+            return str(listed).split()
+    with contextlib.suppress(Exception):
+        codes = [code for group in GENCODE.findall(torch.__config__.show()) for code in group.split(",")]
+        return list(dict.fromkeys(codes))
+    return []
 
 
 def _cuda(torch: Any) -> dict[str, Any]:

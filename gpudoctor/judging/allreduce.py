@@ -71,6 +71,7 @@ def judge(
         return Result(
             Status.FAIL,
             f"all-reduce returned {wrong} wrong values: the interconnect or a GPU corrupts data",
+            basis="data",
             metrics=metrics + size_metrics(rows[-1]),
             remediation=Remediation(
                 "Wrong sums with no error reported point at broken P2P (IOMMU/ACS), a failing link or GPU memory.",
@@ -100,17 +101,20 @@ def judge(
                 Status.PASS,
                 f"{text}; verified; gloo over loopback measures "
                 "the host, so bandwidth is judged only against a saved baseline",
+                basis="figure",
                 metrics=metrics,
             )
         return Result(
             Status.WARN,
             f"{text}; no expectation for this topology (unknown link): measured and verified only",
+            basis="figure",
             metrics=metrics,
         )
     if status != Status.PASS:
         return Result(
             status,
             f"{text}, {expect.shortfall(metric)}",
+            basis="figure",
             metrics=metrics,
             remediation=Remediation(
                 "Low bus bandwidth means a degraded link, disabled P2P or NVLink, or a wrong NCCL transport.",
@@ -122,5 +126,8 @@ def judge(
             ),
         )
     return Result(
-        status, f"{text} (pass >= {metric.expected:.4g}, healthy {metric.reference:.4g} GB/s)", metrics=metrics
+        status,
+        f"{text} (pass >= {metric.expected:.4g}, healthy {metric.reference:.4g} GB/s)",
+        basis="figure",
+        metrics=metrics,
     )

@@ -71,6 +71,7 @@ def judge(
                 f"CUDA out of memory at batch {p['batch_size']} per GPU; batch {fits} fits"
                 if fits
                 else "CUDA out of memory even at batch 1",
+                basis="oom",
                 remediation=Remediation(
                     "Lower the reference run's batch size in the config file.",
                     [
@@ -105,12 +106,14 @@ def _loss(losses: list[float], min_drop: float, run: str, loss_scale: float | No
             Status.PASS,
             f"loss fell {first:.3f} -> {last:.3f} ({run})",
             aspect="loss-falls",
+            basis="data",
             metrics=metrics,
         )
     return Result(
         Status.FAIL,
         f"loss did not fall ({first:.3f} -> {last:.3f}) on a learnable task",
         aspect="loss-falls",
+        basis="data",
         metrics=metrics,
         remediation=Remediation(
             "A model that does not learn an easy task on this machine points at wrong gradients or "
@@ -128,6 +131,7 @@ def _sync(ranks: list[dict[str, Any]]) -> Result:
             Status.FAIL,
             f"parameters on rank {', '.join(map(str, differ))} differ from rank 0 after training",
             aspect="params-identical",
+            basis="data",
             remediation=Remediation(
                 "DDP keeps replicas bit-identical; a rank that drifts has a faulty GPU or memory.",
                 ["gpudoctor check --only memory health"],
@@ -149,6 +153,7 @@ def _gradient(rank0: dict[str, Any], tolerance: float) -> Result:
             Status.PASS,
             f"first-step averaged gradient matches a single-process gradient (relative error {error:.2g})",
             aspect="gradient-matches",
+            basis="data",
             metrics=[metric],
         )
     return Result(
@@ -156,6 +161,7 @@ def _gradient(rank0: dict[str, Any], tolerance: float) -> Result:
         f"first-step averaged gradient differs from a single-process gradient "
         f"(relative error {error:.2g} > {tolerance:g}): the all-reduce is wrong or data is corrupted",
         aspect="gradient-matches",
+        basis="data",
         metrics=[metric],
         remediation=Remediation(
             "Gradients that do not average correctly mean a broken collective path (P2P, NVLink) or "
@@ -172,6 +178,7 @@ def _finite(ranks: list[dict[str, Any]]) -> Result:
             Status.FAIL,
             f"NaN or Inf in the loss or parameters on rank {', '.join(map(str, bad))}",
             aspect="finite",
+            basis="data",
             remediation=Remediation(
                 "Non-finite values on an easy task point at a failing GPU or memory.",
                 ["gpudoctor check --only memory compute health"],
@@ -210,6 +217,7 @@ def _throughput(
             f"unstable: step time {step * 1000:.1f} ms with an interquartile range of {iqr_share:.0%} of it "
             f"(over {UNSTABLE_SPREAD:.0%}): {text} not judged ({run})",
             aspect="throughput",
+            basis="figure",
             metrics=metrics,
             remediation=Remediation(
                 "Step times that vary this much come from something else on the GPUs or the CPUs feeding them.",
@@ -219,9 +227,10 @@ def _throughput(
     if expected is None:
         note = "" if device == "cuda" else "; CPU figures are not judged"
         return Result(
-            Status.PASS,
-            f"{text} ({run}){note or NO_REFERENCE}",
+            Status.SKIP,
+            f"not judged: {text} ({run}){note or NO_REFERENCE}",
             aspect="throughput",
+            basis="figure",
             metrics=metrics,
         )
     if status == Status.FAIL:
@@ -229,13 +238,20 @@ def _throughput(
             Status.FAIL,
             f"{text}, below {metric.expected} per GPU ({expected.source})",
             aspect="throughput",
+            basis="figure",
             metrics=metrics,
             remediation=Remediation(
                 "Slow training with healthy collectives points at throttled or degraded GPUs.",
                 ["gpudoctor check --level standard --only compute health"],
             ),
         )
-    return Result(Status.PASS, f"{text} (expected {metric.expected} per GPU)", aspect="throughput", metrics=metrics)
+    return Result(
+        Status.PASS,
+        f"{text} (expected {metric.expected} per GPU)",
+        aspect="throughput",
+        basis="figure",
+        metrics=metrics,
+    )
 
 
 # No published ResNet training figure was measured as gpudoctor trains: NVIDIA's DeepLearningExamples figures

@@ -788,6 +788,8 @@ Q_ELEMENTS = {
     ("pci", "replays_since_reset"): "pci/replay_counter",
     ("fb_memory_usage", "total"): "fb_memory_usage/total",
     ("fb_memory_usage", "used"): "fb_memory_usage/used",
+    ("utilization", "gpu"): "utilization/gpu_util",
+    ("utilization", "memory"): "utilization/memory_util",
     ("retired_pages", "single_bit_ecc"): "retired_pages/multiple_single_bit_retirement/retired_count",
     ("retired_pages", "double_bit_ecc"): "retired_pages/double_bit_retirement/retired_count",
     ("retired_pages", "pending"): "retired_pages/pending_retirement",
@@ -832,6 +834,7 @@ NEEDS_ELEMENT = {
     "mig_devices": "mig_devices",
     "virtualization_mode": "gpu_virtualization_mode/virtualization_mode",
     "driver_model": "driver_model/current_dm",
+    "utilization": "utilization/gpu_util",
 }
 NEVER_PRINTED = ("compute_capability", "inforom_valid", "nvlinks", "not_captured", "index")
 

@@ -22,7 +22,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Status, finite_number
+from gpudoctor.model import SEVERITY, Cause, Metric, Remediation, Result, Status, cause_from_dict, finite_number
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -52,9 +52,14 @@ def render(
     instead of calling it live."""
     emit(console, _summary_line(document, results, saved))
     width = _list_width(results, verbose)
-    _first_steps(console, results, document["host"], verbose, width)
+    _first_steps(console, results, causes_of(document), document["host"], verbose, width)
     _render_results(console, results, verbose, width)
     emit(console, _closing_line(document))
+
+
+def causes_of(document: dict[str, Any]) -> list[Cause]:
+    """The causes a report document holds (none in a report older than schema 5)."""
+    return [cause_from_dict(c) for c in document.get("causes") or []]
 
 
 def emit(console: Console, renderable: RenderableType) -> None:
@@ -106,27 +111,43 @@ def _indent(console: Console, width: int) -> str:
     return " " * (column if console.width - column >= COMMAND_ROOM else 2)
 
 
-def _first_steps(console: Console, results: list[Result], place: str, verbose: bool, width: int) -> None:
-    """Every failure, then every warning, one entry each (the check, where, the problem) with the commands
-    that fix it; nothing when all passed. The full list follows."""
+def _first_steps(
+    console: Console, results: list[Result], causes: list[Cause], place: str, verbose: bool, width: int
+) -> None:
+    """What is wrong, worst first: each cause the diagnosis found (what it is, the findings it explains) with the
+    commands that cure it, then every failure and warning no cause explains (the check, where, the problem) with
+    its own; nothing when all passed. The full list follows."""
     urgent = sorted(
-        (r for r in results if r.status.is_failure or r.status == Status.WARN), key=lambda r: -SEVERITY[r.status]
+        (r for r in results if (r.status.is_failure or r.status == Status.WARN) and not r.explained_by),
+        key=lambda r: -SEVERITY[r.status],
     )
-    if not urgent:
+    leading = [c for c in causes if c.status != Status.PASS]
+    if not urgent and not leading:
         return
     emit(console, Text(FIRST_TITLE, style="bold"))
-    shown = urgent if verbose else urgent[:SHOWN]
-    for result in shown:
+    entries: list[Cause | Result] = [*leading, *urgent]
+    shown = entries if verbose else entries[:SHOWN]
+    for entry in shown:
         table = _row_table(width)
-        table.add_row(badge(result.status), result.label, _problem(result, place))
-        fix = result.remediation
-        if fix and not fix.commands:
-            table.add_row("", "", Text(fix.why, style="dim"))
-        emit(console, table)
-        for command in fix.commands if fix else []:
-            verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
-    if len(urgent) > len(shown):
-        emit(console, Text(f"... and {len(urgent) - len(shown)} more in the list below", style="dim"))
+        if isinstance(entry, Cause):
+            table.add_row(badge(entry.status), entry.id, entry.summary)
+            if entry.explains:
+                table.add_row("", "", Text(f"explains {', '.join(entry.explains)}", style="dim"))
+        else:
+            table.add_row(badge(entry.status), entry.label, _problem(entry, place))
+        _first_fix(console, table, entry.remediation, width)
+    if len(entries) > len(shown):
+        emit(console, Text(f"... and {len(entries) - len(shown)} more in the list below", style="dim"))
+
+
+def _first_fix(console: Console, table: Table, fix: Remediation | None, width: int) -> None:
+    """An entry's table, then its commands unwrapped (the other way, where there is one, is in the list below);
+    its reason where it gives no command."""
+    if fix and not fix.commands:
+        table.add_row("", "", Text(fix.why, style="dim"))
+    emit(console, table)
+    for command in fix.commands if fix else []:
+        verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
 
 
 def _problem(result: Result, place: str) -> str:
@@ -208,6 +229,8 @@ def _render_area(console: Console, area: str, results: list[Result], verbose: bo
     table = _row_table(width)
     for result in results:
         table.add_row(badge(result.status), result.label, result.summary)
+        if result.explained_by:
+            table.add_row("", "", Text(f"explained by {result.explained_by} (do this first)", style="dim"))
         _add_details(table, result, verbose)
         for fix, label in _fixes(result):
             table.add_row("", Text(label, style="cyan"), fix.why)
@@ -235,6 +258,8 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
         table.add_row("", "", Text(format_metric(metric, whole=verbose), style="dim"))
     for where, metric in _capped(table, _row_figures(result), verbose, "figures"):
         table.add_row("", "", Text(f"{where} {format_metric(metric, whole=verbose)}", style="dim"))
+    if verbose and result.detail:
+        table.add_row("", Text("  detail", style="dim"), Text(result.detail, style="dim"))
     bad = [row for row in result.rows if row.status not in (Status.PASS, Status.SKIP)]
     shown = result.rows if verbose else bad if len(bad) > 3 else []  # the summary already names up to three
     for row in _capped(table, shown, verbose, "rows"):
@@ -366,7 +391,7 @@ def render_cluster(
     emit(console, _summary_line(document, results, saved))
     emit(console, _verdict_counts(cluster))
     width = _list_width(results, verbose)
-    _first_steps(console, results, "cluster", verbose, width)
+    _first_steps(console, results, causes_of(document), "cluster", verbose, width)
     if cluster.get("credential") == "none":
         emit(console, Text(NO_CREDENTIAL, style="yellow"))
     if cluster.get("tampered"):

@@ -11,25 +11,39 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.errors import InputError
-from gpudoctor.model import SEVERITY, Result, Row, Status, finite_number, result_from_dict, worst
+from gpudoctor.model import (
+    SEVERITY,
+    Cause,
+    Result,
+    Row,
+    Status,
+    cause_from_dict,
+    finite_number,
+    result_from_dict,
+    worst,
+)
 from gpudoctor.report.exits import EXIT_FAIL, EXIT_OK, exit_code
 
 # 2: metric labels, per-row metrics, the cluster object. 3: rows name a link's peer and whether a suspicion was
 # confirmed; the cluster object lists the unconfirmed nodes, the slow links and every finding worst first.
-SCHEMA_VERSION = 4
+# 5: the causes the diagnosis found, and on results (rows too) what a verdict rests on, the cause that explains
+# it and its raw detail.
+SCHEMA_VERSION = 5
 
 
-def overall_status(results: list[Result]) -> Status:
-    judged = [r.status for r in results if r.status != Status.SKIP]
+def overall_status(results: list[Result], causes: list[Cause] | tuple[Cause, ...] = ()) -> Status:
+    judged = [r.status for r in results if r.status != Status.SKIP] + [c.status for c in causes]
     return worst(judged) if judged else Status.SKIP
 
 
-def report_status(results: list[Result], interrupted: bool, drains: bool = False) -> str:
-    """A report's status: `error` when interrupted (not every check was judged), else the worst judged result,
-    and at least `fail` where rank 0 names nodes to drain."""
+def report_status(
+    results: list[Result], interrupted: bool, drains: bool = False, causes: list[Cause] | tuple[Cause, ...] = ()
+) -> str:
+    """A report's status: `error` when interrupted (not every check was judged), else the worst judged result or
+    cause, and at least `fail` where rank 0 names nodes to drain."""
     if interrupted:
         return Status.ERROR.value
-    status = overall_status(results)
+    status = overall_status(results, causes)
     return Status.FAIL.value if drains and status in (Status.PASS, Status.WARN, Status.SKIP) else status.value
 
 
@@ -37,9 +51,16 @@ def counts(results: list[Result]) -> dict[str, int]:
     return {s.value: sum(r.status == s for r in results) for s in Status}
 
 
-def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: bool) -> dict[str, Any]:
-    """The report. An interrupted run's status is `error` whatever ran before: not every check was judged.
-    Every string in it is harmless to a terminal (vetting.harmless), as a saved one is when read back."""
+def build(
+    results: list[Result],
+    meta: dict[str, Any],
+    code: int,
+    interrupted: bool,
+    causes: list[Cause] | tuple[Cause, ...] = (),
+) -> dict[str, Any]:
+    """The report: the causes the diagnosis found first, then every result. An interrupted run's status is
+    `error` whatever ran before: not every check was judged. Every string in it is harmless to a terminal
+    (vetting.harmless), as a saved one is when read back."""
     from gpudoctor.vetting import harmless_strings
 
     return harmless_strings(
@@ -48,10 +69,11 @@ def build(results: list[Result], meta: dict[str, Any], code: int, interrupted: b
             "tool": "gpudoctor",
             "tool_version": __version__,
             **meta,
-            "status": report_status(results, interrupted),
+            "status": report_status(results, interrupted, causes=causes),
             "exit_code": code,
             "interrupted": interrupted,
             "counts": counts(results),
+            "causes": [c.to_dict() for c in causes],
             "checks": [r.to_dict() for r in results],
         }
     )
@@ -65,15 +87,17 @@ def build_cluster(
     interrupted: bool,
     launcher: str,
     credential: str = "none",
+    causes: list[Cause] | tuple[Cause, ...] = (),
 ) -> dict[str, Any]:
     """Rank 0's document: the cross-node results, and a `cluster` object with every node and what the results
-    say of them. Drained (`failed_nodes`): lost, failed their own checks, or named by a failing row whose
-    suspicion was not refuted by a re-test; never a node whose message a stranger replaced (`tampered`: such a
-    node is not judged, and the run says someone outside it writes to its store). `stragglers`: named slow (a
-    figure judged against a reference).
-    `unconfirmed`: slow once, fine when re-tested; never drained. `links`: slow links whose suspicion held
-    (never a node's fault; an unconfirmed one stays among the findings).
-    It exits 1 if any node is to be drained, else by the usual rules over the cross-node results."""
+    say of them. `busy`: nodes whose GPUs another process used (their own diagnosis says so): named, never
+    drained for it, and their figures not judged as hardware. Drained (`failed_nodes`): lost, failed their own
+    checks, or named by a failing row whose suspicion was not refuted by a re-test; never a node whose message
+    a stranger replaced (`tampered`: such a node is not judged, and the run says someone outside it writes to
+    its store). `stragglers`: named slow (a figure judged against a reference). `unconfirmed`: slow once, fine
+    when re-tested; never drained. `links`: slow links whose suspicion held (never a node's fault; an unconfirmed
+    one stays among the findings). It exits 1 if any node is to be drained, else by the usual rules over the
+    cross-node results and the causes."""
     findings = _findings(results, nodes)
     on_node = [f for f in findings if f["node"] and not f["peer"]]
     held = [f for f in on_node if f["confirmed"] is not False]
@@ -82,18 +106,21 @@ def build_cluster(
     failed |= {f["node"] for f in held if Status(f["status"]).is_failure} - tampered
     stragglers = {f["node"] for f in held if f["figure"] and f["status"] in (Status.WARN.value, Status.FAIL.value)}
     unconfirmed = {f["node"] for f in on_node if f["confirmed"] is False} - failed - stragglers
-    code = exit_code(results, strict, interrupted)
+    code = exit_code(results, strict, interrupted, causes)
     if failed and code == EXIT_OK:
         code = EXIT_FAIL
     if strict and code == EXIT_OK and any(n.get("status") == Status.WARN.value for n in nodes):
         code = EXIT_FAIL
-    document = build(results, meta, code, interrupted)
-    document["status"] = report_status(results, interrupted, drains=bool(failed))
+    document = build(results, meta, code, interrupted, causes)
+    document["status"] = report_status(results, interrupted, drains=bool(failed), causes=causes)
     named: dict[str, list[str]] = {}
     for finding in findings:
         for node in {finding["node"], finding["peer"]} - {None}:
             named.setdefault(node, []).append(f"{finding['check_id']}: {finding['summary']}")
-    warned = stragglers | unconfirmed | tampered
+    busy = {n["name"]: said for n in nodes if (said := busy_with(n))} if nodes else {}
+    for name, said in busy.items():
+        named.setdefault(name, []).append(said)
+    warned = stragglers | unconfirmed | tampered | set(busy)
     document["cluster"] = {
         "world_size": len(nodes),
         "launcher": launcher,
@@ -107,11 +134,13 @@ def build_cluster(
                 "exit_code": n.get("exit_code"),
                 "lost": n.get("lost") or None,
                 "verdict": _verdict(n["name"], failed, warned, named),
+                "causes": n.get("causes") or [],
                 "checks": n.get("checks") or [],
             }
             for n in nodes
         ],
         "failed_nodes": sorted(failed),
+        "busy": sorted(busy),
         "stragglers": sorted(stragglers),
         "unconfirmed": sorted(unconfirmed),
         "links": list(
@@ -121,6 +150,16 @@ def build_cluster(
         "checks": document["checks"],
     }
     return document
+
+
+# The causes of a node's own diagnosis that say another process used its GPUs.
+BUSY_CAUSES = ("gpu-in-use", "gpu-memory-held")
+
+
+def busy_with(node: dict[str, Any]) -> str:
+    """What another process did on a node's GPUs, as its own diagnosis said it ("" where nothing)."""
+    causes = [c for c in node.get("causes") or [] if isinstance(c, dict)]
+    return "; ".join(f"{c['id']}: {c['summary']}" for c in causes if str(c.get("id", "")).startswith(BUSY_CAUSES))
 
 
 def _verdict(name: str, failed: set[str], warned: set[str], named: dict[str, list[str]]) -> dict[str, Any]:
@@ -216,14 +255,27 @@ def load(path: Path) -> tuple[dict[str, Any], list[Result]]:
     try:
         results = [vetted(result_from_dict(c))[0] for c in document["checks"]]
         document["checks"] = [r.to_dict() for r in results]
+        causes = read_causes(document.get("causes", []))
+        document["causes"] = [c.to_dict() for c in causes]
         for node in cluster["nodes"] if cluster else []:
             node["checks"] = [vetted(result_from_dict(c))[0].to_dict() for c in node["checks"]]
+            node["causes"] = [c.to_dict() for c in read_causes(node.get("causes", []))]
     except (NotAResult, TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise ReportError(f"{path}: a check in it cannot be read: {exc}") from None
+        raise ReportError(f"{path}: a check or cause in it cannot be read: {exc}") from None
     if cluster:
         cluster["checks"] = document["checks"]  # as build_cluster writes it
-    _recount(document, results)
+        cluster.setdefault("busy", [])
+    _recount(document, results, causes)
     return document, results
+
+
+def read_causes(saved: Any) -> list[Cause]:
+    """The causes a saved report holds (none before schema 5), checked as a check's answer is."""
+    from gpudoctor.vetting import NotAResult, vetted_cause
+
+    if not isinstance(saved, list):
+        raise NotAResult(f"causes that are {type(saved).__name__}, not a list")
+    return [vetted_cause(cause_from_dict(c)) for c in saved]
 
 
 NAME_LISTS = ("failed_nodes", "stragglers", "unconfirmed", "links")  # unconfirmed and links: schema 3 on
@@ -329,15 +381,17 @@ def _field_problem(document: dict[str, Any]) -> str:
     return ""
 
 
-def _recount(document: dict[str, Any], results: list[Result]) -> None:
-    """Status, counts and exit code from the results themselves: a saved figure is not trusted. A saved exit
-    code of 1 over warnings stands (that run was --strict); a cluster report with nodes to drain exits 1."""
+def _recount(document: dict[str, Any], results: list[Result], causes: list[Cause]) -> None:
+    """Status, counts and exit code from the results and causes themselves: a saved figure is not trusted. A
+    saved exit code of 1 over warnings stands (that run was --strict); a cluster report with nodes to drain
+    exits 1."""
     interrupted = document["interrupted"]
-    strict = document.get("exit_code") == EXIT_FAIL and any(r.status == Status.WARN for r in results)
-    code = exit_code(results, strict, interrupted)
+    warned = any(r.status == Status.WARN for r in results) or any(c.status == Status.WARN for c in causes)
+    strict = document.get("exit_code") == EXIT_FAIL and warned
+    code = exit_code(results, strict, interrupted, causes)
     drains = bool(document.get("cluster") and document["cluster"]["failed_nodes"])
     document.update(
-        status=report_status(results, interrupted, drains),
+        status=report_status(results, interrupted, drains, causes),
         counts=counts(results),
         exit_code=EXIT_FAIL if drains and code == EXIT_OK else code,
     )

@@ -4,9 +4,10 @@ because job hooks act on it: 0 keeps a node in service, 1 drains it, anything el
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from gpudoctor.model import Result, Status
+from gpudoctor.model import Cause, Result, Status
 
 EXIT_OK = 0  # every check passed (warnings allowed)
 EXIT_FAIL = 1  # a check failed, or warned under --strict: the node is bad
@@ -22,13 +23,15 @@ NAGIOS_CODES = {Status.PASS: NAGIOS_OK, Status.SKIP: NAGIOS_OK, Status.WARN: NAG
 NPD_OK, NPD_PROBLEM = 0, 1
 
 
-def exit_code(results: list[Result], strict: bool, interrupted: bool) -> int:
-    """0 no failures (warnings allowed), 1 any fail/error/timeout (or warning with --strict), 130 interrupted."""
+def exit_code(results: list[Result], strict: bool, interrupted: bool, causes: Sequence[Cause] = ()) -> int:
+    """0 no failures (warnings allowed), 1 any fail/error/timeout of a result or a cause (or a warning with
+    --strict), 130 interrupted."""
     if interrupted:
         return EXIT_INTERRUPTED
-    if any(r.status.is_failure for r in results):
+    statuses = [r.status for r in results] + [c.status for c in causes]
+    if any(s.is_failure for s in statuses):
         return EXIT_FAIL
-    if strict and any(r.status == Status.WARN for r in results):
+    if strict and Status.WARN in statuses:
         return EXIT_FAIL
     return EXIT_OK
 

@@ -447,6 +447,54 @@ PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, "nvmlDeviceGetGraphicsRun
 PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, "nvmlDeviceGetMPSComputeRunningProcesses")
 PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, "nvmlDeviceGetMPSComputeRunningProcesses_v2")
 
+/* ---- who uses the GPU: its utilisation, and each process's samples ---- */
+
+nvmlReturn_t DECLDIR nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization) {
+    const char *value;
+    DEVICE_CHECK(device);
+    nvmlReturn_t rc = answer(&value, "nvmlDeviceGetUtilizationRates(gpu%u)", device->index);
+    if (rc == NVML_SUCCESS) {
+        utilization->gpu = (unsigned int)field(value, "gpu", 0);
+        utilization->memory = (unsigned int)field(value, "memory", 0);
+    }
+    return rc;
+}
+
+/* The gateway records this call under the window it asks for ("nvmlDeviceGetProcessUtilization(gpu0,last2s)"),
+ * whatever the timestamp: the first recorded key for this device with any window answers. */
+nvmlReturn_t DECLDIR nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                     unsigned int *processSamplesCount,
+                                                     unsigned long long lastSeenTimeStamp) {
+    (void)lastSeenTimeStamp;
+    DEVICE_CHECK(device);
+    if (!processSamplesCount) return NVML_ERROR_INVALID_ARGUMENT;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "nvmlDeviceGetProcessUtilization(gpu%u,", device->index);
+    const char *value = NULL;
+    for (size_t i = 0; i < entry_count && !value; i++) {
+        if (strncmp(entries[i].key, prefix, strlen(prefix)) == 0) value = entries[i].value;
+    }
+    if (!value) return NVML_ERROR_NOT_SUPPORTED;
+    if (value[0] == '!') return (nvmlReturn_t)atoi(value + 1);
+    unsigned int found = count_items(value, ';');
+    if (!utilization || *processSamplesCount < found) {
+        *processSamplesCount = found;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int i = 0;
+    for (const char *p = value; *p; p = next_item(p, ';')) {
+        utilization[i].pid = (unsigned int)field(p, "pid", 0);
+        utilization[i].timeStamp = field(p, "timeStamp", 0);
+        utilization[i].smUtil = (unsigned int)field(p, "smUtil", 0);
+        utilization[i].memUtil = (unsigned int)field(p, "memUtil", 0);
+        utilization[i].encUtil = (unsigned int)field(p, "encUtil", 0);
+        utilization[i].decUtil = (unsigned int)field(p, "decUtil", 0);
+        i++;
+    }
+    *processSamplesCount = found;
+    return NVML_SUCCESS;
+}
+
 /* ---- health ---- */
 
 DEVICE_TWO_NUMBERS(nvmlDeviceGetEccMode, nvmlEnableState_t)
