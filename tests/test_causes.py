@@ -419,32 +419,33 @@ def test_rank_0_names_each_nodes_causes_and_never_calls_a_busy_node_slow() -> No
 # --- the report leads with the cause ------------------------------------------------------------------------------
 
 
-def test_the_report_leads_with_the_cause_and_its_command(monkeypatch: pytest.MonkeyPatch, stranger: int) -> None:
-    """A standard run on one H100 while another process computes on it, through the real engine: compute.gemm's
-    workload returns what it measured there, NVML answers as it did, the report is built and rendered."""
-    from helpers.common import judge  # noqa: F401 (the snapshot helpers' module is importable)
-
-    from gpudoctor import engine
+def busy_standard_run(monkeypatch: pytest.MonkeyPatch, stranger: int) -> Any:
+    """A standard run on one H100 while another process computes on it, through the real runner and report:
+    compute.gemm's workload returns what it measured there (bf16 263, TF32 133 TFLOP/s), NVML answers as it did."""
     from gpudoctor.config import Config
     from gpudoctor.context import Options
     from gpudoctor.engine.planning import Plan
     from gpudoctor.engine.report import Started, report
     from gpudoctor.engine.runner import run_checks
     from gpudoctor.registry import discover
-    from gpudoctor.report import console as console_mod
 
     facts = with_occupancy(H100, "computing", stranger)
     facts["nvml"]["gpus"] = facts["nvml"]["gpus"][:1]
     facts["torch"].update(device_count=1, devices=facts["torch"]["devices"][:1])
-    measured = {"gpus": [{"cuda_index": 0, "bf16": {"tflops": 263.0, "rel_error": 1e-3},
-                          "tf32": {"tflops": 133.0, "rel_error": 1e-4}}]}  # fmt: skip
-    monkeypatch.setattr("gpudoctor.context.run_isolated", lambda *a, **k: _passed(measured))
+    gemm = {"cuda_index": 0, "bf16": {"tflops": 263.0, "rel_error": 1e-3}, "tf32": {"tflops": 133.0, "rel_error": 1e-4}}
+    monkeypatch.setattr("gpudoctor.context.run_isolated", lambda *a, **k: _passed({"gpus": [gemm]}))
     specs = [s for s in discover(entry_points=False).specs if s.id in ("driver.processes", "compute.gemm")]
     options = Options(level="standard", device="cuda")
     watch = Observer(backend=lambda: replay("computing", pid=stranger), every_s=0.01)
     run = run_checks(specs, facts, options, Config().settings, observer=watch)
     plan = Plan(options, specs, Config(), facts, "live", False, [])
-    built = report(plan, run.results, Started(), False, observations=run.observations)
+    return report(plan, run.results, Started(), False, observations=run.observations)
+
+
+def test_the_report_leads_with_the_cause_and_its_command(monkeypatch: pytest.MonkeyPatch, stranger: int) -> None:
+    from gpudoctor.report import console as console_mod
+
+    built = busy_standard_run(monkeypatch, stranger)
     assert built.exit_code == 0 and built.document["status"] == "warn"
     assert built.document["causes"][0]["id"] == "gpu-in-use"
     gemm = next(c for c in built.document["checks"] if c["check_id"] == "compute.gemm")
@@ -454,7 +455,36 @@ def test_the_report_leads_with_the_cause_and_its_command(monkeypatch: pytest.Mon
     assert block[1].split()[:2] == ["WARN", "gpu-in-use"], "the first thing read is the cause"
     assert [line.strip() for line in block[1:8] if line.strip().startswith("$")][-1] == f"$ kill {stranger}"
     assert "lower" not in text and "power cap" not in text, "no generic fix of the symptoms"
-    assert engine  # the engine package the CLI runs
+
+
+def test_every_format_leads_with_the_cause(monkeypatch: pytest.MonkeyPatch, stranger: int) -> None:
+    from gpudoctor.report import html, junit, nagios, npd, prometheus
+
+    document = busy_standard_run(monkeypatch, stranger).document
+    assert nagios.line(document).startswith("GPUDOCTOR WARNING - cause:gpu-in-use: GPU 0 is in use by another")
+    assert npd.line(document).startswith("gpudoctor: 0 checks passed; warning cause:gpu-in-use")
+    assert '<testcase classname="gpudoctor.cause" name="cause:gpu-in-use"' in junit.render(document)
+    assert 'gpudoctor_cause{cause="gpu-in-use",status="warn"} 1.0' in prometheus.render(document)
+    page = html.render(document)
+    assert page.index("gpu-in-use") < page.index("compute.gemm") and f"$ kill {stranger}" in page
+
+
+def test_a_saved_report_keeps_its_causes_and_one_from_before_them_reads_as_none(
+    monkeypatch: pytest.MonkeyPatch, stranger: int, tmp_path
+) -> None:
+    import json
+
+    from gpudoctor.report import document as doc
+
+    document = busy_standard_run(monkeypatch, stranger).document
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(document))
+    again, _ = doc.load(saved)
+    assert again["causes"] == document["causes"] and again["exit_code"] == 0
+    del document["causes"]
+    document["schema_version"] = 4
+    saved.write_text(json.dumps(document))
+    assert doc.load(saved)[0]["causes"] == []
 
 
 def _passed(data: Any) -> Any:

@@ -134,7 +134,7 @@ def _node_body(document: dict[str, Any]) -> str:
     return "".join(
         [
             _header(document, f"node {document.get('host')}"),
-            _problems(checks),
+            _problems(checks, document.get("causes")),
             _gpu_grid(checks),
             _figures(checks),
             "<h2>Every check</h2>",
@@ -143,11 +143,28 @@ def _node_body(document: dict[str, Any]) -> str:
     )
 
 
-def _problems(checks: list[dict[str, Any]]) -> str:
-    bad = sorted((c for c in checks if c["status"] not in ("pass", "skip")), key=lambda c: RANK[c["status"]])
-    if not bad:
+def _problems(checks: list[dict[str, Any]], causes: list[dict[str, Any]] | None = None) -> str:
+    """What is wrong, worst first: each cause the diagnosis found (with the findings it explains), then every
+    problem no cause explains."""
+    leading = [c for c in causes or [] if c.get("status") not in ("pass", "skip")]
+    bad = sorted(
+        (c for c in checks if c["status"] not in ("pass", "skip") and not c.get("explained_by")),
+        key=lambda c: RANK[c["status"]],
+    )
+    if not bad and not leading:
         return "<h2>Problems</h2><p>None: every check that ran passed.</p>"
-    return "<h2>Problems, worst first</h2>" + "".join(_problem(c) for c in bad)
+    return "<h2>Do this first</h2>" + "".join(_cause(c) for c in leading) + "".join(_problem(c) for c in bad)
+
+
+def _cause(cause: dict[str, Any]) -> str:
+    explains = ", ".join(cause.get("explains") or [])
+    said = f"<div class='muted'>explains {e(explains)}</div>" if explains else ""
+    source = f"<div class='muted'>why this cause: {e(cause.get('source'))}</div>" if cause.get("source") else ""
+    return (
+        f'<div class="problem {"warn" if cause["status"] == "warn" else ""}">'
+        f"<div>{_badge(cause['status'])} <b>{e(cause['id'])}</b>: {e(cause['summary'])}</div>"
+        f"{said}{_fix(cause.get('remediation'))}{source}</div>"
+    )
 
 
 def _problem(check: dict[str, Any]) -> str:
@@ -329,6 +346,7 @@ def _cluster_body(document: dict[str, Any]) -> str:
     return "".join(
         [
             _header(document, _cluster_title(document), "cross-node checks"),
+            _problems([], document.get("causes")) if document.get("causes") else "",
             _verdicts(cluster),
             _node_grid(nodes),
             _findings(cluster.get("findings", [])),

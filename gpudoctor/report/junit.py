@@ -14,25 +14,43 @@ NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010fff
 
 
 def render(document: dict[str, Any]) -> str:
-    """The whole JUnit XML file: one testsuite, one testcase per result."""
+    """The whole JUnit XML file: one testsuite, one testcase per cause the diagnosis found, then per result."""
     counts = document["counts"]
+    causes = document.get("causes") or []
+    failed = sum(c["status"] == "fail" for c in causes)
+    broke = sum(c["status"] in ("error", "timeout") for c in causes)
     suite = ET.Element(
         "testsuite",
         name="gpudoctor",
-        tests=str(len(document["checks"])),
-        failures=str(counts["fail"]),
-        errors=str(counts["error"] + counts["timeout"]),
+        tests=str(len(document["checks"]) + len(causes)),
+        failures=str(counts["fail"] + failed),
+        errors=str(counts["error"] + counts["timeout"] + broke),
         skipped=str(counts["skip"]),
         time=f"{document['duration_s']:.3f}",
         timestamp=document["started_at"],
         hostname=_xml(document["host"]),
     )
+    for cause in causes:
+        _add_case(suite, cause_case(cause))
     for result in document["checks"]:
         _add_case(suite, result)
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def cause_case(cause: dict[str, Any]) -> dict[str, Any]:
+    """A cause the diagnosis found, as a testcase (`gpudoctor.cause`, named by its id) of the same shape."""
+    return {
+        "check_id": "cause",
+        "aspect": cause["id"],
+        "status": cause["status"],
+        "summary": cause["summary"],
+        "duration_s": 0.0,
+        "rows": [],
+        "remediation": cause["remediation"],
+    }
 
 
 def _add_case(suite: ET.Element, result: dict[str, Any]) -> None:

@@ -10,9 +10,15 @@ from gpudoctor.model import SEVERITY, Status
 
 
 def worst_finding(document: dict[str, Any]) -> dict[str, Any] | None:
-    """The most severe non-passing result, first in run order among equals."""
-    bad = [r for r in document["checks"] if r["status"] not in ("pass", "skip")]
-    return max(bad, key=lambda r: SEVERITY[Status(r["status"])], default=None)
+    """What the report leads with: the most severe of the causes the diagnosis found (as a finding labelled
+    `cause:<id>`) and the non-passing results no cause explains, a cause first among equals, then run order."""
+    causes = [
+        {"check_id": "cause", "aspect": c["id"], "status": c["status"], "summary": c["summary"]}
+        for c in document.get("causes") or []
+        if c["status"] not in ("pass", "skip")
+    ]
+    bad = [r for r in document["checks"] if r["status"] not in ("pass", "skip") and not r.get("explained_by")]
+    return max([*causes, *bad], key=lambda r: SEVERITY[Status(r["status"])], default=None)
 
 
 def label(result: dict[str, Any]) -> str:

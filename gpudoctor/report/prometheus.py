@@ -28,7 +28,7 @@ TYPED_SUFFIXES = ("_count", "_sum", "_bucket", "_total", "_created", "_info")
 OWN_FAMILIES = {
     f"{PREFIX}_{name}"
     for name in ("check_status", "check_duration_seconds", "exit_code", "run_duration_seconds",
-                 "last_run_timestamp_seconds", "info")
+                 "last_run_timestamp_seconds", "info", "cause")
 }  # fmt: skip
 # gpudoctor's units -> (the base unit's name suffix, factor to the base unit)
 BASE_UNITS = {
@@ -91,6 +91,13 @@ class ReportCollector:
                 place = {**where, **_row_labels(row)}
                 for metric in row["metrics"]:
                     _add_metric(samples, metric, place)
+        for cause in doc.get("causes") or []:
+            samples.add(
+                f"{PREFIX}_cause",
+                "1 for each cause the diagnosis found, by its id and status (what is wrong behind the findings)",
+                {"cause": cause["id"], "status": cause["status"]},
+                1.0,
+            )
         samples.add(f"{PREFIX}_exit_code", "The run's exit code (0 healthy, 1 a problem)", {}, doc["exit_code"])
         samples.add(f"{PREFIX}_run_duration_seconds", "How long the whole run took", {}, doc["duration_s"])
         stamp = datetime.fromisoformat(doc["started_at"]).timestamp()
