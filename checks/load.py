@@ -1,8 +1,9 @@
 """Every GPU loaded at once, as a training job loads a node: a node that passes one GPU at a time can still
 throttle, or fall below its peers, with all of them at full power. bf16 GEMMs on every GPU together for a
 while (short at `standard`, four times longer at `full`), NVML read throughout: the GPU that slows down is
-named with the figure it reached, the clocks it fell to and why NVML says they fell. The load runs in
-checks/ranks/load.py.
+named with the figure it reached, the clocks it fell to and why NVML says they fell. A settled figure is judged
+against a published sustained one (a minute of load, settled under the power limit: gpu-fryer's), never a burst
+one, and shown beside its own burst figure of the first seconds. The load runs in checks/ranks/load.py.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def watched(seen: list[dict[str, Any]]) -> tuple[str, list[Metric], Status]:
 
 def judge(measured: expect.Measured, samples: list[dict[str, Any]], floor: float) -> Result:
     """Each GPU's (rank's figures, facts) pair under the shared load: verified, its settled bf16 figure against
-    the median of its peers (the allowance from the spread of its windows) and its datasheet, with what NVML
+    the median of its peers (the allowance from the spread of its windows) and a published sustained figure (never
+    a burst one: a healthy GPU settles under its power limit), with what NVML
     saw while it ran."""
     values = [settled_figure(rank["tflops"]) for rank, _ in measured]
     reference = compare.median_reference(values, "GPUs under the same load")
@@ -109,15 +111,22 @@ def gpu_row_for(
     samples: list[dict[str, Any]],
     floor: float,
 ) -> Row:
-    """One GPU's row: wrong results first, then its figure against its datasheet and its peers (none with one
+    """One GPU's row: wrong results first, then its figure against the sustained figure and its peers (none with one
     GPU), and what NVML saw of it during its load."""
     said, nvml_figures, grade = watched(during(samples, gpu.get("index"), rank))
     if rank["rel_error"] > TOLERANCE["bf16"]:
         wrong = f"WRONG RESULTS under load (relative error {rank['rel_error']:.2g})"
         return gpu_row(gpu, Status.FAIL, wrong, [], "data")
-    expected = expect.model_expectation(gpu, "bf16_tflops")
+    expected = expect.sustained_expectation(gpu)
     status, datasheet = expect.verdict("bf16_under_load", value, "TFLOP/s", expected, floor)
     text = f"bf16 {value:.4g} TFLOP/s under load"
+    burst = rank.get("burst_tflops")
+    if burst:
+        nvml_figures += [
+            Metric("bf16_burst", round(burst, 3), "TFLOP/s"),
+            Metric("sustained_to_burst", round(value / burst, 3)),
+        ]
+        text += f" ({value / burst:.2f}x its own {burst:.4g} in the first seconds)"
     against_peers = Status.PASS
     if peers is not None:
         against_peers, ratio = compare.judge(value, *peers, compare.PEER_GPUS)
@@ -138,7 +147,8 @@ def gpu_row_for(
 )
 def concurrent(ctx: CheckContext) -> Result:
     """bf16 GEMMs on every GPU at once for `seconds` (x4 at `full`), NVML read every `sample_s` throughout:
-    each GPU's settled figure against its peers and its datasheet, and why its clocks fell."""
+    each GPU's settled figure against its peers and a published sustained figure, its ratio to its own burst
+    figure, and why its clocks fell."""
     params = {k: ctx.settings[k] for k in ("n", "window_s")} | {"seconds": ctx.settings["seconds"] * ctx.work_factor}
     with ctx.watch_gpus(ctx.settings["sample_s"]) as sampler:
         ranks = ctx.launch("gpudoctor.checks.ranks.load:worker", params)

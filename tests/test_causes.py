@@ -15,14 +15,14 @@ import psutil
 import pytest
 from fixtures.nodes import lose_gpu, node
 from gpudoctor.checks import compute, driver, torch_build
-from helpers.common import load_snapshot, usable_gpus
+from helpers.common import FIXTURES, load_snapshot, usable_gpus
 from helpers.occupancy import occupancy_calls, readings, replay, watched, with_occupancy
 
-from gpudoctor.context import Observer
+from gpudoctor.context import Observer, out_of_memory
 from gpudoctor.diagnosis import Evidence, diagnose, occupancy
 from gpudoctor.facts.nvml import Gateway
 from gpudoctor.facts.occupancy import Watch
-from gpudoctor.judging import ddp
+from gpudoctor.judging import ddp, oom
 from gpudoctor.judging.visible import visible
 from gpudoctor.model import Metric, Remediation, Result, Status
 
@@ -502,3 +502,100 @@ def _rendered(render: Any, document: dict[str, Any], results: list[Result]) -> s
     out = io.StringIO()
     render(Console(file=out, width=120, no_color=True), document, results)
     return out.getvalue()
+
+
+# --- out of memory: explained, never dumped ----------------------------------------------------------------------
+
+PROGRAM = FIXTURES / "pastes" / "program"
+
+
+@pytest.mark.parametrize(
+    "sample,gpu,requested_gib,total_gib,free_gib",
+    [
+        (
+            "oom-newest-wording-22.78-gib-requested-31.47-gib-gpu-this-process-expandable-segments",
+            0,
+            22.78,
+            31.47,
+            12.73,
+        ),
+        ("oom-reserved-in-total-wording-other-processes-hold-the-40-gib-a100", 0, 0.674, 39.59, 0.4635),
+        ("oom-reserved-in-total-wording-130674.91-gib-requested-on-79.15-gib-a100", 0, 130674.91, 79.15, None),
+    ],
+)
+def test_torch_out_of_memory_reports_are_read_into_figures(
+    sample: str, gpu: int, requested_gib: float, total_gib: float, free_gib: float | None
+) -> None:
+    found = oom.parse((PROGRAM / f"{sample}.txt").read_text())
+    assert found is not None and found.gpu == gpu
+    assert found.requested == pytest.approx(requested_gib * 2**30, rel=1e-3)
+    assert found.total == pytest.approx(total_gib * 2**30, rel=1e-3)
+    if free_gib is not None:
+        assert found.free == pytest.approx(free_gib * 2**30, rel=1e-2)
+    assert found.larger_than_gpu is (requested_gib > total_gib)
+
+
+def test_the_other_processes_torch_names_are_read() -> None:
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "79.18 GiB of which 9.56 GiB is free. Process 591 has 60.75 GiB memory in use. Process 7 has 2.00 GiB "
+        "memory in use. Including non-PyTorch memory, this process has 8.80 GiB memory in use."
+    )
+    found = oom.parse(text)
+    assert found.processes == {591: int(60.75 * 2**30), 7: 2 * 2**30} and found.this_process == int(8.8 * 2**30)
+
+
+def test_a_workload_out_of_memory_is_one_short_line_with_the_raw_text_in_its_detail() -> None:
+    """What a shared H100 printed: torch's OutOfMemoryError text twice in the summary, cut mid-word. Now the
+    summary says where and how much, and the message is kept whole for -v and the JSON."""
+    message = PROGRAM / "oom-newest-wording-22.78-gib-requested-31.47-gib-gpu-this-process-expandable-segments.txt"
+    raw = f"raised OutOfMemoryError: {message.read_text().splitlines()[0]}"
+    result = out_of_memory(Status.ERROR, raw, ONE_H100)
+    assert result.summary == "ran out of GPU memory on cuda:0: asked for 22.8 GiB with 12.7 GiB free of 31.5 GiB"
+    assert result.basis == "oom" and result.rows[0].basis == "oom" and result.rows[0].index == 0
+    assert result.detail == raw and "Tried to allocate" not in result.summary
+    assert out_of_memory(Status.ERROR, "raised RuntimeError: NCCL error", ONE_H100) is None
+
+
+@pytest.mark.parametrize("size", [10_000, 1_000_000])
+def test_reading_an_out_of_memory_report_is_linear(size: int) -> None:
+    """Built from its own structure: every piece repeated, never completed."""
+    import time
+
+    hostile = "CUDA out of memory. " + "(GPU 0; 1.00 GiB total capacity; " * (size // 34) + "Process 1 has " * 100
+    started = time.perf_counter()
+    oom.parse(hostile)
+    assert time.perf_counter() - started < 0.5
+
+
+# --- the GPU fault script (bench/gpu_faults.py): what it reads of each report ---------------------------------------
+
+
+def _bench(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, FIXTURES.parent.parent / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fault_script_names_what_the_report_names_first(monkeypatch: pytest.MonkeyPatch, stranger: int) -> None:
+    faults = _bench("gpu_faults")
+    document = busy_standard_run(monkeypatch, stranger).document
+    first, said, command = faults.lead(document)
+    assert said.startswith("GPU 0 is in use by another process")
+    assert (first, command) == ("cause gpu-in-use", f"ps -o pid,ppid,user,stat,etime,args -p {stranger}")
+    healthy = {"status": "pass", "counts": {"pass": 3}, "checks": [], "causes": []}
+    assert faults.lead(healthy)[0] == "nothing wrong"
+    row = faults.table([("another computing", {**document, "bench": {"exit": 0, "wall_s": 61.2}})]).splitlines()[-1]
+    assert row.startswith("| another computing | 0 | warn | cause gpu-in-use |") and row.endswith("| 61.2 |")
+
+
+def test_the_copy_bench_says_it_needs_a_gpu_where_there_is_none() -> None:
+    import subprocess
+    import sys
+
+    script = FIXTURES.parent.parent / "bench" / "host_copies.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip() == "needs a CUDA GPU"

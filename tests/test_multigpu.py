@@ -352,3 +352,23 @@ def test_cuda_13_3_needs_the_r610_driver() -> None:
 
     assert toolkit_minimum("13.3") == toolkit_minimum("13.3.1") == "610.43.02"
     assert toolkit_minimum("13.4.1") is None
+
+
+def test_a_copy_into_a_destination_the_cpu_never_writes_is_still_every_copy_verified() -> None:
+    """D2H's pinned destination is filled from two sources in turn and never cleared by the CPU (whose dirty
+    cache lines slowed the DMA over them): a copy that did nothing leaves the other pattern, one that corrupts
+    is caught, and the CPU writes nothing into the destination but the copies."""
+    from gpudoctor.workloads.measure import alternating_repeats
+
+    sources, dst = [torch.randn(256), torch.randn(256)], torch.empty(256)
+    done: list[int] = []
+
+    def copy(n: int) -> None:
+        done.append(n)
+        if len(done) != 4:  # the fourth copy never happens
+            dst.copy_(sources[n])
+        if len(done) == 7:
+            dst[3] += 1.0
+
+    run = alternating_repeats(copy, torch.device("cpu"), 2, 8, verify=lambda n: torch.equal(dst, sources[n]))
+    assert done == [0, 1, 0, 1, 0, 1, 0, 1, 0, 1] and (len(run.times), run.checked, run.wrong) == (8, 10, 2)

@@ -548,6 +548,21 @@ def model_expectation(gpu: dict[str, Any], key: str) -> Expectation | None:
     return Expectation(found.value, found.cite())
 
 
+def sustained_expectation(gpu: dict[str, Any]) -> Expectation | None:
+    """What a healthy GPU of this model holds in bf16 with every GPU loaded for a minute (settled under its power
+    limit): the published sustained measurement, else its burst figure scaled as the models that have both
+    measured (references.sustained_figure); a MIG slice's share of it."""
+    found = references.sustained_figure("matmul_bf16_tflops_sustained", gpu_model(gpu))
+    if found is None:
+        return None
+    if gpu.get("mig_slice"):
+        share = slice_share(gpu, "bf16_tflops")
+        if share is None:
+            return None
+        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})")
+    return Expectation(found.value, found.cite())
+
+
 def shortfall(metric: Metric) -> str:
     """What a figure below its pass line should have been, and from where: said beside a warning or failure."""
     if not isinstance(metric.expected, int | float):

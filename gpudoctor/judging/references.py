@@ -216,6 +216,43 @@ def model_figure(figure: str, model: dict[str, Any] | None, **conditions: Any) -
     return healthy(figure, model["model"], **conditions) or from_datasheet(figure, model)
 
 
+# A figure measured under sustained load, and the burst figure of the same work (a few seconds, before the GPU
+# settles under its power limit) it is derived from where no sustained one is published for the model.
+SUSTAINED = {"matmul_bf16_tflops_sustained": "matmul_bf16_tflops"}
+
+
+@cache
+def sustained_ratio(figure: str) -> tuple[float, str] | None:
+    """The lowest (published sustained figure / published burst figure) over the models that have both: what a
+    healthy GPU keeps of its burst speed once every GPU has run for a minute, at the least."""
+    burst = SUSTAINED[figure]
+    ratios = []
+    models = {str(r["model"]) for r in rows() if r.get("figure") == figure and usable(r) and r.get("model")}
+    for model in sorted(models):
+        held, short = healthy(figure, model), healthy(burst, model)
+        if held is not None and short is not None:
+            ratios.append((held.value / short.value, model))
+    if not ratios:
+        return None
+    ratio, lowest = min(ratios)
+    said = f"the lowest sustained/burst ratio of {len(ratios)} models in references.toml ({lowest}'s {ratio:.2f})"
+    return ratio, said
+
+
+def sustained_figure(figure: str, model: dict[str, Any] | None) -> Healthy | None:
+    """The published sustained figure for the model, else its burst figure x the lowest sustained/burst ratio
+    measured on the models that have both (said so): never the burst figure itself, which a healthy GPU under
+    sustained load does not hold."""
+    if model is None:
+        return None
+    found = healthy(figure, model["model"])
+    ratio, burst = sustained_ratio(figure), model_figure(SUSTAINED[figure], model)
+    if found is not None or ratio is None or burst is None:
+        return found
+    source = f"no published sustained measurement: {burst.cite()} x {ratio[1]}"
+    return Healthy(burst.value * ratio[0], burst.unit, model["model"], "derived", source, "", "sustained, derived")
+
+
 @cache
 def theory_ratio(
     figure: str, theory: Callable[[dict[str, Any], dict[str, Any]], float | None], **conditions: Any

@@ -68,6 +68,26 @@ def checked_repeats(
     return Checked(times, len(right), right.count(False))
 
 
+def alternating_repeats(
+    copy: Callable[[int], Any], device: Any, warmup: int, iters: int, verify: Callable[[int], bool]
+) -> Checked:
+    """`time_repeats` of a copy into a destination nothing else writes: call n copies source n % 2 (two known
+    patterns), and every call's data is checked after it, outside the timed region, so a copy that did nothing
+    leaves the other pattern there and is caught without clearing the destination first. For a destination in
+    pinned host memory: the CPU writes nothing there between copies, as nvbandwidth writes its host buffers once
+    before timing (a CPU write leaves dirty cache lines that the GPU's DMA writes must have snooped away)."""
+    calls = 0
+    right: list[bool] = []
+
+    def call() -> None:
+        nonlocal calls
+        copy(calls % 2)
+        calls += 1
+
+    times = time_repeats(call, device, warmup, iters, check=lambda: right.append(verify((calls - 1) % 2)))
+    return Checked(times, len(right), right.count(False))
+
+
 def on_device(device: Any) -> Any:
     """`device` as the current CUDA device for the block (no-op on CPU)."""
     import contextlib
