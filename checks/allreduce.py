@@ -8,7 +8,12 @@ cluster.allreduce, gpudoctor/judging/allreduce.py.
 
 from __future__ import annotations
 
-from gpudoctor.api import CheckContext, Result, check, expect
+from typing import TYPE_CHECKING
+
+from gpudoctor.api import Result, check, expect
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging.allreduce import CPU_SIZES, GPU_SIZES, combine, judge
 
 

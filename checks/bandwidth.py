@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -20,6 +19,9 @@ from gpudoctor.api import (
     pci_address,
     worst,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 
 def host_device_row(

@@ -7,10 +7,9 @@ the hardware. Pure judges of facts; nothing runs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -22,6 +21,9 @@ from gpudoctor.api import (
     references,
     worst,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 # nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
 # NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Remediation,
     Result,
     Row,
@@ -23,6 +22,9 @@ from gpudoctor.api import (
     from_rows,
     references,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging import allreduce, ddp, pairs
 
 FRACTIONS = {"straggler_fraction": 0.8, "fail_fraction": 0.5}
@@ -76,7 +78,7 @@ def judge_figure(
         status, ratio = compare.judge(value, reference, allow, fractions)
         text = f"{figure} {value:.4g}{' ' + unit if unit else ''}, {ratio:.2f}x the median {reference.value:.4g}"
         metric = compare.figure(figure.split(":")[-1], value, unit, reference, allow, {"figure": figure})
-        rows.append(Row(status, text, node=node, metrics=[metric]))
+        rows.append(Row(status, text, node=node, metrics=[metric], basis="figure"))
     return rows, reference
 
 

@@ -4,9 +4,12 @@ Ampere, which have neither), results verified. The products run in checks/ranks/
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Row, Status, check, expect, gpu_row, worst
+from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, expect, gpu_row, worst
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging.gemm import TOLERANCE
 
 # The datasheet figure each precision is judged against (hardware.toml, and its published measurements).

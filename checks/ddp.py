@@ -11,10 +11,9 @@ gpudoctor/judging/ddp.py.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -25,6 +24,9 @@ from gpudoctor.api import (
     from_rows,
     gpu_row,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging.ddp import LOCAL_STEPS, SETTINGS, judge, resolve
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
     FACT_NAMES,
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -21,6 +20,9 @@ from gpudoctor.api import (
     usable,
     worst,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 COMPUTE_MODE_NAMES = {"exclusive_thread": "Exclusive_Thread", "exclusive_process": "Exclusive_Process"}
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
     SEVERITY,
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -26,6 +25,9 @@ from gpudoctor.api import (
     same_pci,
     worst,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 # Clock event reasons (decoded by the NVML gateway): hardware slowdowns fail as DCGM fails them.
 THROTTLE_FAIL = {

@@ -12,9 +12,12 @@ checks/ranks/links.py; the judging, shared with cluster.allreduce, gpudoctor/jud
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import CheckContext, Result, check, compare, expect, references
+from gpudoctor.api import Result, check, compare, expect, references
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging import pairs
 
 WORKER = "gpudoctor.checks.ranks.links:measure_links"

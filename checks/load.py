@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -26,6 +25,9 @@ from gpudoctor.api import (
     gpu_row,
     worst,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 from gpudoctor.judging.gemm import TOLERANCE
 
 # Why clocks fall, as NVML names it, graded: the hardware braking a GPU is a fault; thermal software slowdown

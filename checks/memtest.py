@@ -7,9 +7,12 @@ runs in checks/ranks/memtest.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import CheckContext, Metric, Remediation, Result, Status, check, from_rows, gpu_row
+from gpudoctor.api import Metric, Remediation, Result, Status, check, from_rows, gpu_row
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 
 def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:

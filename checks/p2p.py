@@ -5,10 +5,9 @@ copies run in checks/ranks/p2p.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -20,6 +19,9 @@ from gpudoctor.api import (
     gpu_row,
     is_geforce,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 
 def wrong_copies(measured: dict[str, Any]) -> str:

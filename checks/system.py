@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -16,6 +15,9 @@ from gpudoctor.api import (
     gpu_row,
     is_geforce,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 GIB = 2**30
 DISABLING_VARS = {

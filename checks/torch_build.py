@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from gpudoctor.api import (
-    CheckContext,
     Metric,
     Remediation,
     Result,
@@ -23,6 +22,9 @@ from gpudoctor.api import (
     usable,
     visible,
 )
+
+if TYPE_CHECKING:
+    from gpudoctor.api import CheckContext
 
 
 def default_command(platform: str = "linux_x86_64") -> str:
@@ -241,6 +243,7 @@ def _cuda_init_cause(error: str, env: dict[str, str], gpus: list[dict[str, Any]]
     seen = visible.visible(value, gpus) if value is not None else None
     if seen is not None and not seen.shown and not seen.mig:
         said = f": {seen.invalid!r} names no GPU here ({visible.present(gpus)})" if seen.invalid else ""
+        said = f": it names {seen.invalid!r} twice" if seen.repeated else said
         return (f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA{said}.", ["unset CUDA_VISIBLE_DEVICES"])
     if "too old" in text or "insufficient" in text:
         return ("The driver is older than the CUDA release torch was built with.", ["nvidia-smi | head -4"])

@@ -18,53 +18,64 @@
 - Judge a figure against a reference with the noise allowance measured in the same run: `compare`.
 - Return `Result`s (or `from_rows` of per-GPU `gpu_row`s); the engine stamps the check id and title.
   Checks never print.
+
+Each name loads its module when a check module first asks for it (PEP 562), so `gpudoctor list`, which imports
+every check module to read its declaration, loads neither the engine nor the workload machinery: a check module
+names `CheckContext` under `if TYPE_CHECKING:` (its annotations are never evaluated), and the rest it names are
+the declaration, the result vocabulary and the pure judges.
 """
 
 from __future__ import annotations
 
-from gpudoctor.context import CheckContext
-from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
-from gpudoctor.facts.nvml import usable
-from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
-from gpudoctor.judging import compare, compat, expect, references, visible
-from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
-from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, from_rows, gpu_label, gpu_row, worst
-from gpudoctor.registry import check
-from gpudoctor.workloads import measure
-from gpudoctor.workloads.isolate import progress
-from gpudoctor.workloads.launch import RankContext, init_rank
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "FACT_NAMES",
-    "SEVERITY",
-    "CheckContext",
-    "GpuFacts",
-    "Metric",
-    "RankContext",
-    "Remediation",
-    "Result",
-    "Row",
-    "Status",
-    "check",
-    "compare",
-    "compat",
-    "cuda_version_text",
-    "expect",
-    "from_rows",
-    "gpu_for_cuda_index",
-    "gpu_label",
-    "gpu_model",
-    "gpu_row",
-    "init_rank",
-    "is_geforce",
-    "load_data",
-    "measure",
-    "not_captured",
-    "pci_address",
-    "progress",
-    "references",
-    "same_pci",
-    "usable",
-    "visible",
-    "worst",
-]
+if TYPE_CHECKING:
+    pass
+
+# Where each name lives: a module (for a name that is one) or the module that defines it.
+PROVIDERS = {
+    "CheckContext": "gpudoctor.context",
+    "gpu_for_cuda_index": "gpudoctor.facts.identity",
+    "pci_address": "gpudoctor.facts.identity",
+    "same_pci": "gpudoctor.facts.identity",
+    "usable": "gpudoctor.facts.nvml",
+    "FACT_NAMES": "gpudoctor.facts.schema",
+    "GpuFacts": "gpudoctor.facts.schema",
+    "not_captured": "gpudoctor.facts.schema",
+    "compare": "gpudoctor.judging.compare",
+    "compat": "gpudoctor.judging.compat",
+    "expect": "gpudoctor.judging.expect",
+    "references": "gpudoctor.judging.references",
+    "visible": "gpudoctor.judging.visible",
+    "cuda_version_text": "gpudoctor.judging.hardware",
+    "gpu_model": "gpudoctor.judging.hardware",
+    "is_geforce": "gpudoctor.judging.hardware",
+    "load_data": "gpudoctor.judging.hardware",
+    **dict.fromkeys(
+        ("SEVERITY", "Metric", "Remediation", "Result", "Row", "Status", "from_rows", "gpu_label", "gpu_row", "worst"),
+        "gpudoctor.model",
+    ),
+    "check": "gpudoctor.registry",
+    "measure": "gpudoctor.workloads.measure",
+    "progress": "gpudoctor.workloads.isolate",
+    "RankContext": "gpudoctor.workloads.launch",
+    "init_rank": "gpudoctor.workloads.launch",
+}
+MODULES = {"compare", "compat", "expect", "references", "visible", "measure"}
+
+__all__ = sorted(PROVIDERS)
+
+
+def __getattr__(name: str) -> Any:
+    provider = PROVIDERS.get(name)
+    if provider is None:
+        raise AttributeError(f"module 'gpudoctor.api' has no attribute {name!r}")
+    module = importlib.import_module(provider)
+    value = module if name in MODULES else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

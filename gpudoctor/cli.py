@@ -1,4 +1,7 @@
-"""The `gpudoctor` command. Imports are lazy: --help, --version and `list` never import torch or pynvml."""
+"""The `gpudoctor` command. Imports are lazy: --help and --version load only this module and the format table
+(report/formats.py, with the exit codes and the result vocabulary it names); `list` adds the registry and the
+check modules. Everything else (the engine, the facts, the reports) loads when a command runs
+(tests/test_front_door.py lists the modules each one loads)."""
 
 from __future__ import annotations
 
@@ -7,15 +10,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from gpudoctor import __version__, engine, probe
-from gpudoctor.cluster.node import VERDICT_CHECK
-from gpudoctor.engine import Request
+from gpudoctor import __version__
 from gpudoctor.errors import InputError
-from gpudoctor.files import require_writable
 from gpudoctor.report import formats
 from gpudoctor.report.exits import EXIT_BROKEN, EXIT_INTERRUPTED, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from gpudoctor import engine, probe
+    from gpudoctor.engine import Request
 
 LEVEL_HELP = "quick: facts only, seconds; standard: short workloads; full: four times the work (default: quick)"
 
@@ -243,9 +247,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from gpudoctor.registry import discover
     from gpudoctor.report.console import emit
 
-    discovery = engine.planning.discover(args.checks_dir)
+    discovery = discover(args.checks_dir)
     table = Table(box=None, pad_edge=False)
     for column in ("id", "level", "source", "description"):
         table.add_column(column, overflow="fold")
@@ -259,6 +264,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from gpudoctor.facts import snapshot
+    from gpudoctor.files import require_writable
 
     require_writable(args.output)
     text = snapshot.dumps(_capture(args.from_xml) if args.from_xml else snapshot.gather())
@@ -281,6 +287,8 @@ def _capture(path: str) -> dict[str, Any]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from gpudoctor import engine
+
     args.format = _format(args)
     args.report = _report_stream()
     chosen = engine.plan(request_from(args))
@@ -295,6 +303,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def request_from(args: argparse.Namespace) -> Request:
     """The run `gpudoctor check`'s options ask for, as the engine takes it: this node's part of a cluster run
     where the launcher's environment says it is one, else this node alone."""
+    from gpudoctor.engine import Request
+
     return Request(
         level=args.level,
         only=tuple(args.only),
@@ -332,7 +342,9 @@ def _report_stream() -> Any:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from gpudoctor import baseline
+    from gpudoctor import baseline, engine
+    from gpudoctor.engine import Request
+    from gpudoctor.files import require_writable
 
     require_writable(args.file)
     request = Request(
@@ -355,6 +367,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 def _report_own_part(args: argparse.Namespace, plan: engine.Plan, report: engine.Report) -> int:
     """A node other than rank 0: one line on stderr (srun merges every node's output), saying its own verdict
     and rank 0's about it; its report files (those whose path names the node, {node}: the plan's)."""
+    from gpudoctor.cluster.node import VERDICT_CHECK
+
     env = plan.cluster
     assert env is not None
     verdict = next(r for r in report.results if r.check_id == VERDICT_CHECK)
@@ -402,6 +416,9 @@ def _write(path: Path, text: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """A saved report in the asked-for format on stdout and in the asked-for files; the format's exit code."""
+    from gpudoctor import probe
+    from gpudoctor.files import require_writable
+
     args.json, args.report = False, sys.stdout
     args.format = _format(args)
     for name in formats.REPORT_FILES:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.vetting import harmless
 from gpudoctor.workloads import guard
@@ -129,6 +130,10 @@ def _kebab(word: str) -> bool:
     return all((part.isalnum() and part.islower()) or part.isdigit() for part in word.split("-"))
 
 
+class ChecksDirError(InputError):
+    """A checks directory (--checks-dir, GPUDOCTOR_CHECKS_DIR, the config's) that is not there or not safe."""
+
+
 @dataclass
 class Discovery:
     """Every check found, and every plugin that could not be loaded (reported as an error row)."""
@@ -188,10 +193,10 @@ def _load_entry_points(found: Discovery) -> None:
 
 def _load_directory(directory: Path, found: Discovery) -> None:
     if not directory.is_dir():
-        raise NotADirectoryError(f"checks directory {directory} does not exist")
+        raise ChecksDirError(f"checks directory {directory} does not exist")
     unsafe = unsafe_for_root(directory)
     if unsafe:
-        raise NotADirectoryError(f"checks directory {directory} {unsafe}: as root, gpudoctor imports nothing from it")
+        raise ChecksDirError(f"checks directory {directory} {unsafe}: as root, gpudoctor imports nothing from it")
     for path in sorted(directory.glob("*.py")):
         source = f"dir {path}"
         refused = not_a_file(path) or unsafe_for_root(path)

@@ -236,24 +236,28 @@ TWO = [{"index": 0, "uuid": "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"}, {"index
 
 
 @pytest.mark.parametrize(
-    "value,shown,invalid",
+    "value,shown,invalid,repeated",
     [
-        ("", (), ""),
-        ("0,1", (0, 1), None),
-        ("1,0", (1, 0), None),
-        ("2", (), "2"),
-        ("0,2,-1,1", (0,), "2"),  # the Programming Guide's example, on two GPUs: stops at the first invalid
-        ("-1", (), "-1"),
-        ("GPU-8932f937", (0,), None),  # a unique prefix of a UUID
-        ("GPU-", (), "GPU-"),
-        ("GPU-ffff", (), "GPU-ffff"),
-        ("0,0", (0,), "0"),
-        ("all", (), "all"),
+        ("", (), "", False),
+        ("0,1", (0, 1), None, False),
+        ("1,0", (1, 0), None, False),
+        ("2", (), "2", False),
+        ("0,2,-1,1", (0,), "2", False),  # the Programming Guide's example, on two GPUs: stops at the first invalid
+        ("-1", (), "-1", False),
+        ("1gpu2,0", (1, 0), None, False),  # read like strtoul: its leading digits
+        ("GPU-8932f937", (0,), None, False),  # a unique prefix of a UUID
+        ("GPU-", (), "GPU-", False),  # a prefix of both: ambiguous
+        ("GPU-ffff", (), "GPU-ffff", False),
+        ("GPU-8932f937,1", (0,), "1", False),  # a UUID list ends at the first entry that is not one
+        ("0,0", (), "0", True),  # a repeated device: no device at all
+        ("all", (), "all", False),
     ],
 )
-def test_cuda_visible_devices_is_read_as_cuda_reads_it(value: str, shown: tuple, invalid: str | None) -> None:
+def test_cuda_visible_devices_is_read_as_cuda_reads_it(
+    value: str, shown: tuple, invalid: str | None, repeated: bool
+) -> None:
     seen = visible(value, TWO)
-    assert (seen.shown, seen.invalid) == (shown, invalid)
+    assert (seen.shown, seen.invalid, seen.repeated) == (shown, invalid, repeated)
 
 
 def hidden(value: str, gpus: int = 1) -> tuple[dict[str, Any], list[Result]]:

@@ -26,6 +26,7 @@ FIGURES = {
     "p2p_gbps",
     "hbm_gbps",
     "matmul_bf16_tflops",
+    "matmul_bf16_tflops_sustained",
     "matmul_fp16_tflops",
     "matmul_tf32_tflops",
     "matmul_fp32_tflops",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpudoctor.diagnosis import Evidence, Found, Unjudged, occupancy
 from gpudoctor.judging.compat import cuda_error
-from gpudoctor.judging.visible import present, visible
+from gpudoctor.judging.visible import Visible, present, visible
 from gpudoctor.model import Cause, Remediation, Result, Status, cause_from_dict
 
 # What CUDA's start takes down with it: the checks that need torch to reach a GPU.
@@ -112,7 +112,7 @@ def visible_devices(ev: Evidence) -> list[Found]:
     if seen.mig:
         return []
     if not seen.shown and torch.get("cuda_available") is not True:
-        return [_hides_all(value, seen.invalid, gpus)]
+        return [_hides_all(value, seen, gpus)]
     if seen.invalid is not None and len(seen.shown) < len(gpus):
         return [_cut_short(value, seen.invalid, seen.shown, gpus)]
     if ev.failing("driver.gpu-count") and len(seen.shown) < len(gpus):
@@ -120,10 +120,12 @@ def visible_devices(ev: Evidence) -> list[Found]:
     return []
 
 
-def _hides_all(value: str, invalid: str | None, gpus: list[dict]) -> Found:
+def _hides_all(value: str, seen: Visible, gpus: list[dict]) -> Found:
     there = present(gpus)
-    if invalid:
-        summary = f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU: {invalid!r} names no GPU here ({there})"
+    if seen.repeated:
+        summary = f"CUDA_VISIBLE_DEVICES={value!r} names {seen.invalid!r} twice, so CUDA shows no GPU ({there} present)"
+    elif seen.invalid:
+        summary = f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU: {seen.invalid!r} names no GPU here ({there})"
     else:
         summary = f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA ({there} present)"
     indexes = ",".join(str(g["index"]) for g in gpus)

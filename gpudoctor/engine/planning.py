@@ -70,6 +70,7 @@ def _plan(request: Request, cfg: Config, early_torch: Any) -> Plan:
     from gpudoctor import config as config_mod
     from gpudoctor.cluster.env import detect
     from gpudoctor.engine.runner import select, sources_for
+    from gpudoctor.registry import discover
     from gpudoctor.workloads.launch import Fault
 
     discovery = discover([*request.checks_dirs, *cfg.top.get("checks_dir", [])])
@@ -171,17 +172,6 @@ def owners(pasted: dict[str, Any] | None) -> list[str]:
 
     known = table()
     return sorted({known[s["id"]].owner for s in pasted["paste"]["signatures"] if s["id"] in known})
-
-
-def discover(dirs: list[str]) -> Discovery:
-    """Every check: built-ins, plugins, and the checks directories named (one that does not exist is bad
-    input)."""
-    from gpudoctor.registry import discover
-
-    try:
-        return discover(dirs)
-    except NotADirectoryError as exc:
-        raise InputError(str(exc)) from None
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:

@@ -496,7 +496,9 @@ def _node_row(look: FirstLook, node: int, named: Named | None, metric: str) -> R
     name = look.names[node]
     if named is not None:
         figure = compare.figure(metric, named.value, "GB/s", named.reference, named.allow, {"node": name})
-        return Row(named.status, named.summary, node=name, metrics=[figure], confirmed=named.confirmed)
+        return Row(
+            named.status, named.summary, node=name, metrics=[figure], confirmed=named.confirmed, basis="figure"
+        )
     value = look.figures[node]
     figure = compare.figure(metric, value, "GB/s", look.reference, look.allow, {"node": name})
     text = f"{value:.3g} GB/s at best, {value / look.reference.value:.2f}x the reference"
@@ -506,8 +508,9 @@ def _node_row(look: FirstLook, node: int, named: Named | None, metric: str) -> R
             f"{text}; below {look.floor:g}x the absolute reference, as are most nodes",
             node=name,
             metrics=[figure],
+            basis="figure",
         )
-    return Row(Status.PASS, text, node=name, metrics=[figure])
+    return Row(Status.PASS, text, node=name, metrics=[figure], basis="figure")
 
 
 def _link_result(look: FirstLook, links: dict[Pair, Named], metric: str) -> Result:
@@ -519,6 +522,7 @@ def _link_result(look: FirstLook, links: dict[Pair, Named], metric: str) -> Resu
             peer=look.names[dst],
             confirmed=named.confirmed,
             metrics=[compare.figure(metric, named.value, "GB/s", named.reference, named.allow, {})],
+            basis="figure",
         )
         for (src, dst), named in sorted(links.items())
     ]
@@ -593,7 +597,7 @@ def _transfer_metric(name: str, t: dict[str, Any], names: dict[int, str], stage:
 def corrupted(wrong: list[tuple[int, int]], names: dict[int, str]) -> Result:
     """Deliveries that arrived wrong: the link between the two (sender, wire or receiver) corrupts data."""
     rows = [
-        Row(Status.FAIL, "data arrived corrupted", node=names[src], peer=names[dst], confirmed=None)
+        Row(Status.FAIL, "data arrived corrupted", node=names[src], peer=names[dst], confirmed=None, basis="data")
         for src, dst in sorted(set(wrong))
     ]
     text = ", ".join(f"{names[s]} -> {names[d]}" for s, d in sorted(set(wrong)))

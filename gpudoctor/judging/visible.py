@@ -1,9 +1,14 @@
 """Which GPUs CUDA gives a process under CUDA_VISIBLE_DEVICES, read as CUDA reads it (pure).
 
-The CUDA C++ Programming Guide ("CUDA Environment Variables", CUDA_VISIBLE_DEVICES): a comma-separated sequence
-of device indexes or UUIDs; only the devices it names are visible, in its order, and where an entry is invalid
-only the devices named before it are ("0,2,-1,1" shows devices 0 and 2). A UUID is given as nvidia-smi -L prints
-it (GPU-..., MIG-...), and a unique prefix of it is enough. An empty value names no device.
+The CUDA C++ Programming Guide ("CUDA Environment Variables", CUDA_VISIBLE_DEVICES): unset, every GPU is
+visible; set to an empty string, none is; a comma-separated sequence of device indexes shows the devices it
+names, in its order, and where an index is invalid only the devices before it ("0,2,-1,1" shows 0 and 2); GPU
+UUIDs as nvidia-smi -L prints them (GPU-..., MIG-...), a unique prefix being enough. The details follow torch's
+own model of that rule (torch/cuda/__init__.py `_parse_visible_devices` and `_transform_uuid_to_ordinals`, torch
+2.15): an entry is read like strtoul (its leading digits: "1gpu2" is 1), a negative or unreadable one ends the
+sequence, an index past the last GPU ends it too, a repeated one empties the whole set, and a value starting with
+GPU- (or MIG-) is a list of such UUIDs, ended by the first entry without that prefix or matching no GPU (or more
+than one).
 """
 
 from __future__ import annotations
@@ -12,42 +17,49 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-INDEX = re.compile(r"\d{1,4}")
+LEADING = re.compile(r"[+-]?\d{1,9}")
 
 
 @dataclass(frozen=True)
 class Visible:
     """What a CUDA_VISIBLE_DEVICES value shows: the NVML indexes of the GPUs CUDA will use (in its order), the
-    entry at which CUDA stopped reading (None if every entry named a GPU), and whether an entry names a MIG
-    device (whose GPU is not told here)."""
+    entry at which CUDA stopped reading (None if every entry named a GPU), whether an entry was repeated (which
+    shows none), and whether it names MIG devices (told apart here only by their GPU's MIG mode)."""
 
     shown: tuple[int, ...]
     invalid: str | None
+    repeated: bool = False
     mig: bool = False
 
 
 def visible(value: str, gpus: list[dict[str, Any]]) -> Visible:
     """The GPUs of `gpus` (NVML's facts: index, uuid, mig_mode) CUDA gives a process with this value."""
+    entries = [entry.strip() for entry in value.split(",")] if value.strip() else []
+    if entries and entries[0].upper().startswith("MIG-"):
+        return Visible((), None, mig=True) if _any_mig(gpus) else Visible((), entries[0])
+    uuids = bool(entries) and entries[0].upper().startswith("GPU-")
     shown: list[int] = []
-    mig = False
-    for raw in value.split(","):
-        entry = raw.strip()
-        index = _entry(entry, gpus)
-        if entry.upper().startswith("MIG-") and index is None and _any_mig(gpus):
-            mig = True
-            continue
-        if index is None or index in shown:
-            return Visible(tuple(shown), entry, mig)
+    for entry in entries:
+        index = _uuid(entry, gpus) if uuids else _ordinal(entry, gpus)
+        if index is None:
+            return Visible(tuple(shown), entry)
+        if index in shown:
+            return Visible((), entry, repeated=True)
         shown.append(index)
-    return Visible(tuple(shown), None, mig)
+    return Visible(tuple(shown), None if entries else "")
 
 
-def _entry(entry: str, gpus: list[dict[str, Any]]) -> int | None:
-    """The NVML index of the GPU an entry names (an index below the GPU count, or a unique UUID prefix)."""
-    if INDEX.fullmatch(entry):
-        number = int(entry)
-        return number if number < len(gpus) else None
-    if not entry.upper().startswith(("GPU-", "MIG-")) or len(entry) < 5:
+def _ordinal(entry: str, gpus: list[dict[str, Any]]) -> int | None:
+    """The GPU an index entry names, read as strtoul reads it (its leading digits); None past the last GPU, for a
+    negative index or for one with no digits."""
+    found = LEADING.match(entry)
+    number = int(found.group()) if found else -1
+    return number if 0 <= number < len(gpus) else None
+
+
+def _uuid(entry: str, gpus: list[dict[str, Any]]) -> int | None:
+    """The NVML index of the one GPU whose UUID starts with `entry`; None for none or several."""
+    if not entry.upper().startswith("GPU-"):
         return None
     named = [g for g in gpus if str(g.get("uuid") or "").upper().startswith(entry.upper())]
     return named[0].get("index") if len(named) == 1 else None
