@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 from collections import Counter
 from typing import Any
 
@@ -219,8 +220,8 @@ def _figures(checks: list[dict[str, Any]]) -> str:
     figure that line is a fraction of (where known), its sources beside it and on hover."""
     found = []
     for check in checks:
-        found += [(check, None, m) for m in check.get("metrics", [])]
-        found += [(check, r, m) for r in check.get("rows", []) for m in r.get("metrics", [])]
+        found += [(check, None, _numeric(m)) for m in check.get("metrics", [])]
+        found += [(check, r, _numeric(m)) for r in check.get("rows", []) for m in r.get("metrics", [])]
     judged = [(c, r, m) for c, r, m in found if finite_number(m.get("value")) and finite_number(m.get("expected"))]
     if not judged:
         return ""
@@ -228,6 +229,20 @@ def _figures(checks: list[dict[str, Any]]) -> str:
     more = len(judged) - FIGURES_SHOWN
     said = f"<p class='muted'>and {more} more in the JSON report</p>" if more > 0 else ""
     return f"<h2>Figures against their expectations</h2><table>{lines}</table>{said}"
+
+
+# A pass line as reports before schema 3 wrote it, as text: ">= 519.2".
+OLD_LINE = re.compile(r"\s*(>=|<=)\s*(\d{1,15}(?:\.\d{1,15})?)\s*")
+
+
+def _numeric(metric: dict[str, Any]) -> dict[str, Any]:
+    """A figure whose pass line an older report wrote as text (">= 519.2", with no comparison of its own) as the
+    number and comparison the renderers read; any other figure as it is."""
+    expected = metric.get("expected")
+    found = OLD_LINE.fullmatch(expected) if isinstance(expected, str) and not metric.get("comparison") else None
+    if found is None:
+        return metric
+    return {**metric, "comparison": found.group(1), "expected": float(found.group(2))}
 
 
 FIGURES_SHOWN = 400
