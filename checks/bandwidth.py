@@ -41,22 +41,21 @@ def host_device_row(
         for way in ("h2d", "d2h")
     ]
     metrics = [metric for _, metric in judged]
-    where = f" (host memory on NUMA node {m['numa_node']})" if m.get("numa_node") is not None else ""
-    text = f"H2D {m['h2d_gbps']:.1f} GB/s, D2H {m['d2h_gbps']:.1f} GB/s{where}"
+    where = f"; host memory on NUMA node {m['numa_node']}" if m.get("numa_node") is not None else ""
+    text = "; ".join(metric.said() for metric in metrics) + where
     if not m["verified"]:
         wrong = f" in {m['copies_wrong']} of {m['copies_checked']} copies" if "copies_wrong" in m else ""
         return gpu_row(gpu, Status.FAIL, f"data copied to the GPU and back differs{wrong}", metrics, "data")
     if any(expect.measurement_error(m[k], peak) for k in ("h2d_gbps", "d2h_gbps")):
-        return gpu_row(gpu, Status.FAIL, f"{text}: above the {metrics[0].expected_source}", metrics, "figure")
+        return gpu_row(gpu, Status.FAIL, text, metrics, "figure")
     if metrics[0].expected is None:
         why = (
             "a MIG slice's share of the copy engines is not published" if gpu.get("mig_slice") else "PCIe link unknown"
         )
         return gpu_row(gpu, Status.WARN, f"{text}; {why}, not judged", metrics, "figure")
     status = worst([s for s, _ in judged])
-    if status != Status.PASS:
-        low = next(metric for s, metric in judged if s == status)
-        text += f", {low.name.upper()} {expect.shortfall(low)}"
+    if status != Status.PASS:  # the one below its line first
+        text = "; ".join(m.said() for _, m in sorted(judged, key=lambda sm: sm[0] == Status.PASS)) + where
     return gpu_row(gpu, status, text, metrics, "figure")
 
 
@@ -69,13 +68,10 @@ def device_memory_row(
     status, metric = expect.gpu_verdict("copy", m["gbps"], "GB/s", expected, floor, peak)
     if not m["verified"]:
         return gpu_row(gpu, Status.FAIL, "device copy does not match its source", [metric], "data")
-    if expect.measurement_error(m["gbps"], peak):
-        return gpu_row(gpu, Status.FAIL, f"{m['gbps']:.0f} GB/s: {metric.expected_source}", [metric], "figure")
-    if expected is None:
+    if expected is None and not expect.measurement_error(m["gbps"], peak):
         note = expect.unknown_model_note(gpu) or "; no figure"
-        return gpu_row(gpu, Status.WARN, f"{m['gbps']:.0f} GB/s{note}", [metric], "figure")
-    note = "" if status == Status.PASS else f", {expect.shortfall(metric)}"
-    return gpu_row(gpu, status, f"{m['gbps']:.0f} GB/s{note}", [metric], "figure")
+        return gpu_row(gpu, Status.WARN, f"{metric.said()}{note}", [metric], "figure")
+    return gpu_row(gpu, status, metric.said(), [metric], "figure")
 
 
 @dataclass(frozen=True)

@@ -371,10 +371,10 @@ def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where
     status, judged_metric = expect.verdict("busbw", busbw, "GB/s", expected, references.FAIL_BELOW)
     judged_metric.labels = metric.labels
     if status == Status.PASS:
-        return judged(status, f"{where}: normal for {normal} (healthy {expected.value:.4g})", [judged_metric])
+        return judged(status, f"{where}: normal for {normal} ({judged_metric.said()})", [judged_metric])
     return judged(
         status,
-        f"{where}: {expect.shortfall(judged_metric)}",
+        f"{where}: {judged_metric.said()}",
         [judged_metric],
         Remediation(
             "Below healthy systems of the model: a degraded link, P2P or NVLink off, or NCCL on another transport.",
@@ -471,12 +471,12 @@ def judge_figure(
             Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
             index,
         )
-    text = f"{where}{case}: {figure:.4g} GB/s{counted}"
+    text = f"{where}{case}{counted}: {metric.said()}"
     if status == Status.PASS:
-        return judged(status, f"{text} (healthy {expected.value:.4g})", [metric], index=index)
+        return judged(status, text, [metric], index=index)
     return judged(
         status,
-        f"{text}, {expect.shortfall(metric)}",
+        text,
         [metric],
         Remediation(
             "A copy below healthy GPUs of its model: a PCIe link trained down (generation or width), host memory "

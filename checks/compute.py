@@ -30,13 +30,10 @@ def gemm_row(
         if figure["rel_error"] > TOLERANCE[precision] or math.isnan(figure["rel_error"]):
             status, basis = Status.FAIL, "data"
             parts.append(f"{precision} WRONG RESULTS (relative error {figure['rel_error']:.2g})")
-        elif expect.measurement_error(figure["tflops"], peak):
-            parts.append(f"{precision} {figure['tflops']:.0f} is above the {peak.value:g} peak: measurement error")
         else:
-            note = "" if status == Status.PASS else f" ({expect.shortfall(metric)})"
-            parts.append(f"{precision} {figure['tflops']:.0f}{note}")
+            parts.append(metric.said())
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
-    text = ", ".join(parts) + " TFLOP/s" + expect.unknown_model_note(gpu, "bf16_tflops")
+    text = "; ".join(parts) + expect.unknown_model_note(gpu, "bf16_tflops")
     return gpu_row(gpu, worst(statuses), text, metrics, basis)
 
 

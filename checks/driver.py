@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
@@ -28,10 +29,10 @@ COMPUTE_MODE_NAMES = {"exclusive_thread": "Exclusive_Thread", "exclusive_process
 
 INIT_FINDINGS = {
     "library-not-found": (
-        "NVML (libnvidia-ml.so.1) is not found: no NVIDIA driver is installed here, or this container was "
-        "started without GPU support",
+        "no NVIDIA driver library (libnvidia-ml.so.1) in this environment",
         Remediation(
-            "The driver's user-space library must be visible to this process.",
+            "No NVIDIA driver is installed here, or this container was started without GPU support: the driver's "
+            "user-space library must be visible to this process.",
             [
                 "nvidia-smi",
                 "<INSTALL>",
@@ -139,10 +140,7 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
     if not loaded and nvml.get("status") != "ok":
         return Result(Status.SKIP, "no NVIDIA kernel module to compare")
     if not loaded:
-        return Result(
-            Status.PASS,
-            "nouveau not loaded; the kernel module's version is not visible here (/proc/driver/nvidia/version)",
-        )
+        return Result(Status.PASS, "nouveau not loaded; the module's version is not readable here")
     return Result(Status.PASS, f"kernel module {loaded} matches the library, nouveau not loaded")
 
 
@@ -219,11 +217,11 @@ def _visible_to_torch(
         if order:
             return Result(
                 Status.WARN,
-                f"{found} GPUs; {order}",
+                f"{found} GPUs of several models; CUDA_DEVICE_ORDER is not PCI_BUS_ID",
                 metrics=metrics,
                 remediation=Remediation(
-                    "torch numbers GPUs fastest first unless told otherwise, so "
-                    "cuda:0 is not nvidia-smi's GPU 0 on a mixed node.",
+                    f"On a node of {order}, torch numbers GPUs fastest first unless told otherwise, so "
+                    "cuda:0 is not nvidia-smi's GPU 0.",
                     ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"],
                 ),
             )
@@ -253,7 +251,7 @@ def _visible_to_torch(
 def _device_order_note(nvml: dict[str, Any], env: dict[str, str]) -> str | None:
     names = {g.get("name") for g in nvml.get("gpus", []) if usable(g)}
     if len(names) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-        return f"mixed models ({', '.join(sorted(n or '?' for n in names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID"
+        return ", ".join(sorted(n or "?" for n in names))
     return None
 
 
@@ -275,12 +273,18 @@ def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
     )
     unread = [fact for fact in MODE_FINE if any(fact in (g.get("not_captured") or []) for g in gpus)]
     fine = ", ".join(words for fact, words in MODE_FINE.items() if fact not in unread)
-    note = f" ({', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture)" if unread else ""
+    note = f"; not in this capture: {', '.join(MODE_NAMES[fact] for fact in unread)}" if unread else ""
     if not fine and not kinds:
         return Result(Status.SKIP, f"{', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture")
     return from_rows([row for row, _ in judged], f"{plural(len(gpus), 'GPU')}: {fine}{note}", fix)
 
 
+MODE_NAMES = {
+    "persistence_mode": "persistence",
+    "compute_mode": "compute mode",
+    "mig_mode": "MIG",
+    "inforom_valid": "infoROM",
+}
 # What each mode reads when all is well; a capture may lack some (listed as not in it, never claimed).
 MODE_FINE = {
     "persistence_mode": "persistence on",
@@ -390,7 +394,9 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
         elif not procs:
             rows.append(gpu_row(gpu, Status.PASS, "no other process"))
         else:
-            rows.append(gpu_row(gpu, Status.WARN, "; ".join(_describe(p, process_info) for p in procs)))
+            said = [_describe(p, process_info) for p in procs[:2]]
+            more = f"; and {len(procs) - 2} more processes" if len(procs) > 2 else ""
+            rows.append(gpu_row(gpu, Status.WARN, "; ".join(said) + more))
     return from_rows(
         rows,
         "no other process holds GPU memory",
@@ -407,7 +413,7 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
 def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> str:
     info = process_info.get(str(proc["pid"]), {})
     state = info.get("status")
-    name = info.get("name") or proc.get("name") or "not visible from here"
+    name = re.split(r"[\\/]", info.get("name") or proc.get("name") or "not visible from here")[-1]
     note = " ZOMBIE" if state == "zombie" else ""
     memory = "an unknown amount of memory" if proc.get("used_mib") is None else f"{proc['used_mib']} MiB"
     kinds = [k for k in proc.get("kinds", []) if k != "compute"]

@@ -22,6 +22,7 @@ from gpudoctor.api import (
     gpu_row,
     load_data,
     not_captured,
+    places,
     same_pci,
     worst,
 )
@@ -201,11 +202,12 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     rows = [row for row, _ in judged]
     actions = {action for _, found in judged for action in found}
     source = kernel_log.get("source") or "dmesg"
-    noted = [f"{r.where}: {r.summary}" for r in rows if r.status == Status.PASS and r.summary != "no Xid"]
-    ok = "no Xid that needs action" + (f" (noted: {'; '.join(noted)})" if noted else " in the kernel log")
+    noted = [r for r in rows if r.status == Status.PASS and r.summary != "no Xid"]
+    ok = f"no Xid that needs action in the kernel log ({source})"
+    ok += f"; {len(noted)} noted: {places([r.where for r in noted])}" if noted else ""
     return from_rows(
         rows,
-        f"{ok} (read with {source})",
+        ok,
         Remediation(
             "The Xid catalogue's action for each: drain the node first; a GPU that needs a reset or a reboot "
             "again after one has failing hardware (replace it).",

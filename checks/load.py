@@ -121,21 +121,21 @@ def gpu_row_for(
         return gpu_row(gpu, Status.FAIL, wrong, [], "data")
     expected = expect.sustained_expectation(gpu)
     status, datasheet = expect.verdict("bf16_under_load", value, "TFLOP/s", expected, floor)
-    text = f"bf16 {value:.4g} TFLOP/s under load"
+    parts = [datasheet.said()]
+    against_peers = Status.PASS
+    if peers is not None:
+        against_peers, ratio = compare.judge(value, *peers, compare.PEER_GPUS)
+        parts.append(f"{ratio:.2f}x its peers' median")
     burst = rank.get("burst_tflops")
     if burst:
         nvml_figures += [
             Metric("bf16_burst", round(burst, 3), "TFLOP/s"),
             Metric("sustained_to_burst", round(value / burst, 3)),
         ]
-        text += f" ({value / burst:.2f}x its own {burst:.4g} in the first seconds)"
-    against_peers = Status.PASS
-    if peers is not None:
-        against_peers, ratio = compare.judge(value, *peers, compare.PEER_GPUS)
-        text += f", {ratio:.2f}x its peers' median"
-    if status != Status.PASS:
-        text += f", {expect.shortfall(datasheet)}"
-    return gpu_row(gpu, worst([status, against_peers, grade]), text + said, [datasheet, *nvml_figures], "figure")
+        parts.append(f"{value / burst:.2f}x its own {burst:.4g} in the first seconds")
+    row = gpu_row(gpu, worst([status, against_peers, grade]), "; ".join(parts) + said, [datasheet], "figure")
+    row.metrics += nvml_figures
+    return row
 
 
 @check(

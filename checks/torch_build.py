@@ -157,17 +157,12 @@ def judge_driver_for_wheels(
     keep = compat.keep_driver_build(caps, driver, platform)
     if keep and keep.torch == newest.torch and compat.driver_runs(driver, keep) == "full":
         note = "" if keep == newest else f"; {newest.tag} needs >= {minimum}"
-        return Result(
-            Status.PASS,
-            f"driver {driver} (CUDA {cuda}) runs {keep.name}, the newest torch release{note}",
-            metrics=metrics,
-        )
-    runs = compat.runs_summary(keep, driver, caps) if keep else "no official torch CUDA build runs on it"
+        return Result(Status.PASS, f"driver {driver} runs {keep.name}, the newest torch{note}", metrics=metrics)
+    runs = f"runs {keep.name} at the newest" if keep else "runs no official torch CUDA build"
+    if keep:
+        fix.why = f"Driver {driver} (CUDA {cuda}): {compat.runs_summary(keep, driver, caps)}. {fix.why}"
     return Result(
-        Status.WARN,
-        f"driver {driver} (CUDA {cuda}): {runs}; {newest.name} needs >= {minimum}",
-        metrics=metrics,
-        remediation=fix,
+        Status.WARN, f"driver {driver} {runs}; {newest.name} needs >= {minimum}", metrics=metrics, remediation=fix
     )
 
 
@@ -225,8 +220,7 @@ def judge_cuda_unavailable_without_driver(
     install = compat.driver_install(minimum, os_release, platform) if minimum else []
     return Result(
         Status.FAIL,
-        f"torch {torch.get('version')} is a CUDA {torch['cuda']} build, yet CUDA is not available and no NVIDIA "
-        "driver answered where the paste was made (no driver version)",
+        f"torch {torch.get('version')} is a CUDA {torch['cuda']} build, but no NVIDIA driver answered",
         remediation=Remediation(
             "Without a loaded NVIDIA driver (or, in a container, without the GPUs passed in: --gpus all) torch "
             f"cannot use a GPU; this build needs driver >= {minimum}."
@@ -297,7 +291,8 @@ def judge_arch(
         way.commands,
         way.instead,
     )
-    return from_rows(rows, f"every GPU's compute capability is in torch's arch list ({' '.join(arch_list)})", fix)
+    said = f"every GPU's architecture is in torch's arch list ({arch_list[0]} to {arch_list[-1]})"
+    return from_rows(rows, said, fix)
 
 
 def cudnn_version_tuple(version: int) -> tuple[int, int, int]:
@@ -430,8 +425,7 @@ def judge_torchvision_pairing(torch: dict[str, Any]) -> Result:
         return Result(Status.FAIL, summary, remediation=fix)
     return Result(
         Status.PASS,
-        f"torchvision {have} is the release paired with torch {torch_version} (whether its compiled ops load "
-        "is not in this paste)",
+        f"torchvision {have} pairs with torch {torch_version} (its ops: not in this paste)",
         metrics=[Metric("torchvision_version", have)],
     )
 

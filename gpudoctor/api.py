@@ -31,7 +31,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from gpudoctor.context import CheckContext
+    from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
+    from gpudoctor.facts.nvml import usable
+    from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
+    from gpudoctor.judging import compare, compat, expect, references, visible
+    from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
+    from gpudoctor.model import (
+        SEVERITY,
+        Metric,
+        Remediation,
+        Result,
+        Row,
+        Status,
+        from_rows,
+        gpu_label,
+        gpu_row,
+        places,
+        worst,
+    )
+    from gpudoctor.registry import check
+    from gpudoctor.workloads import measure
+    from gpudoctor.workloads.isolate import progress
+    from gpudoctor.workloads.launch import RankContext, init_rank
 
 # Where each name lives: a module (for a name that is one) or the module that defines it.
 PROVIDERS = {
@@ -53,7 +75,19 @@ PROVIDERS = {
     "is_geforce": "gpudoctor.judging.hardware",
     "load_data": "gpudoctor.judging.hardware",
     **dict.fromkeys(
-        ("SEVERITY", "Metric", "Remediation", "Result", "Row", "Status", "from_rows", "gpu_label", "gpu_row", "worst"),
+        (
+            "SEVERITY",
+            "Metric",
+            "Remediation",
+            "Result",
+            "Row",
+            "Status",
+            "from_rows",
+            "gpu_label",
+            "gpu_row",
+            "places",
+            "worst",
+        ),
         "gpudoctor.model",
     ),
     "check": "gpudoctor.registry",
@@ -64,7 +98,41 @@ PROVIDERS = {
 }
 MODULES = {"compare", "compat", "expect", "references", "visible", "measure"}
 
-__all__ = sorted(PROVIDERS)
+__all__ = [
+    "FACT_NAMES",
+    "SEVERITY",
+    "CheckContext",
+    "GpuFacts",
+    "Metric",
+    "RankContext",
+    "Remediation",
+    "Result",
+    "Row",
+    "Status",
+    "check",
+    "compare",
+    "compat",
+    "cuda_version_text",
+    "expect",
+    "from_rows",
+    "gpu_for_cuda_index",
+    "gpu_label",
+    "gpu_model",
+    "gpu_row",
+    "init_rank",
+    "is_geforce",
+    "load_data",
+    "measure",
+    "not_captured",
+    "pci_address",
+    "places",
+    "progress",
+    "references",
+    "same_pci",
+    "usable",
+    "visible",
+    "worst",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -248,16 +248,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from gpudoctor.registry import discover
-    from gpudoctor.report.console import emit
+    from gpudoctor.report.console import add, emit
 
     discovery = discover(args.checks_dir)
     table = Table(box=None, pad_edge=False)
     for column in ("id", "level", "source", "description"):
         table.add_column(column, overflow="fold")
     for spec in discovery.specs:
-        table.add_row(spec.id, spec.level, spec.source, spec.description)
+        add(table, spec.id, spec.level, spec.source, spec.description)
     for source, error in discovery.broken:
-        table.add_row("plugins.load", "-", source, f"failed to load: {error}")
+        add(table, "plugins.load", "-", source, f"failed to load: {error}")
     emit(Console(), table)
     return 0
 

@@ -43,6 +43,11 @@ def finite_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def number(value: Any) -> str:
+    """A figure as a report writes it: four significant digits (262.8, 0.0123, 1.2e+06)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
     """The most severe status of several (fail beats warn beats pass beats skip)."""
     return max(statuses, key=SEVERITY.__getitem__, default=default)
@@ -64,8 +69,23 @@ class Metric:
     comparison: str | None = None  # ">=" or "<=": how the figure must stand against `expected` to pass
     reference: float | None = None  # the healthy figure the pass line is a fraction of, where one is known
     reference_source: str | None = None  # where that figure was published: source, date, conditions
+    reference_of: str | None = None  # what that figure is, as a verdict line says it: "a healthy H100 SXM"
     baseline: bool = False  # a figure `gpudoctor baseline save` keeps for later runs to be judged against
     labels: dict[str, str | int] = field(default_factory=dict)
+
+    def said(self) -> str:
+        """The verdict line of a judged figure: `bf16 263 TFLOP/s: 33 % of a healthy H100 SXM (794.5)`: the figure,
+        its share of the figure it was judged against and what that figure is (`latency 9 us: 4.5x the ... (2)`
+        where less is better); a figure judged against nothing is the figure alone. The pass and fail lines and
+        the citation stay in the fields (shown with -v, in the JSON, on the HTML page), never in the line."""
+        head = f"{self.name.replace('_', ' ')} {number(self.value)} {self.unit}".rstrip()
+        against = self.reference if finite_number(self.reference) else self.expected
+        if not finite_number(self.value) or not finite_number(against) or not against:
+            return head
+        of = self.reference_of or "its pass line"
+        if self.comparison == "<=":
+            return f"{head}: {self.value / against:.2g}x {of} ({number(against)})"
+        return f"{head}: {self.value / against * 100:.0f} % of {of} ({number(against)})"
 
 
 @dataclass
@@ -76,6 +96,7 @@ class Remediation:
     why: str
     commands: list[str] = field(default_factory=list)
     instead: Remediation | None = None
+    source: str = ""  # what says this is the cause and these commands cure it (shown with -v, in the JSON)
 
 
 @dataclass
@@ -122,6 +143,7 @@ class Result:
     basis: str | None = None  # what the verdict rests on: one of BASES (the diagnosis reads it), None for a fact
     explained_by: str | None = None  # the id of the cause (the report's `causes`) this finding is a symptom of
     detail: str | None = None  # raw text (an exception, a program's output): -v and the JSON show it, no summary
+    quotes: list[str] = field(default_factory=list)  # lines of the input it rests on ("line 3: ..."): quotations
 
     @property
     def label(self) -> str:
@@ -238,11 +260,40 @@ def from_rows(
         if missing and len(missing) < len(rows):
             ok_summary += f" (not available on GPU {', '.join(missing)})"
         return Result(status, ok_summary, rows=rows, metrics=metrics)
-    summary = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3])
-    if len(bad) > 3:
-        summary += f"; and {len(bad) - 3} more"
+    summary = bad_summary(bad)
     if remediation:
         targets = ",".join(r.target for r in bad) or "<GPU>"
         commands = [c.replace("<GPU>", targets) for c in remediation.commands]
         remediation = Remediation(remediation.why, commands, remediation.instead)
     return Result(status, summary, remediation=remediation, rows=rows, metrics=metrics)
+
+
+def bad_summary(bad: list[Row]) -> str:
+    """A result's line for its rows that are not fine, short whatever their number: where, and the first clause
+    of the worst row's summary (every row with that same clause named with it), then how many more say something
+    else: `GPUs 0-7: MIG is on` or `GPU 3: bf16 263 TFLOP/s: 33 % of a healthy H100 SXM (794.5); and 2 more`.
+    The rows keep the whole of what each says."""
+    ranked = sorted(bad, key=lambda r: -SEVERITY[r.status])
+    first = ranked[0].summary.split("; ")[0]
+    same = [r for r in ranked if r.summary.split("; ")[0] == first]
+    rest = len(ranked) - len(same)
+    return f"{places([r.where for r in same])}: {first}" + (f"; and {rest} more" if rest else "")
+
+
+def places(wheres: list[str]) -> str:
+    """Where several rows are: `GPU 3`, `GPUs 0-7`, `GPUs 0, 2 and 5`, `node-a, node-b and 3 more`."""
+    unique = list(dict.fromkeys(wheres))
+    indexes = [w.removeprefix("GPU ") for w in unique]
+    if len(unique) > 1 and all(w.startswith("GPU ") and i.isdigit() for w, i in zip(unique, indexes, strict=True)):
+        numbers = sorted(int(i) for i in indexes)
+        if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+            return f"GPUs {numbers[0]}-{numbers[-1]}"
+        listed = ", ".join(map(str, numbers[:-1]))
+        return (
+            f"GPUs {listed} and {numbers[-1]}"
+            if len(numbers) <= 4
+            else f"GPUs {', '.join(map(str, numbers[:3]))} and {len(numbers) - 3} more"
+        )
+    if len(unique) <= 3:
+        return ", ".join(unique[:-1]) + (f" and {unique[-1]}" if len(unique) > 1 else unique[0])
+    return f"{', '.join(unique[:2])} and {len(unique) - 2} more"

@@ -38,7 +38,20 @@ def vetted(returned: Any) -> list[Result]:
 MAX_RESULTS, MAX_ROWS, MAX_METRICS, MAX_TEXT = 1_000, 10_000, 10_000, 4_000
 
 
+# A result's summary is the line an alert shows: a sentence. gpudoctor's own checks stay well under this (a test
+# holds every built-in to it); a plugin's longer one is cut at a word, and kept whole in the result's detail.
+MAX_SUMMARY = 200
+
+
+def _short(item: Result) -> None:
+    if len(item.summary) <= MAX_SUMMARY:
+        return
+    item.detail = "\n".join(text for text in (item.summary, item.detail) if text)
+    item.summary = item.summary[: MAX_SUMMARY - 1].rsplit(" ", 1)[0] + "…"
+
+
 def _bounded(item: Result) -> Result:
+    _short(item)
     for kind, limit in (("rows", MAX_ROWS), ("metrics", MAX_METRICS)):
         found = getattr(item, kind)
         if len(found) > limit:
@@ -68,12 +81,23 @@ def _cut(text: str) -> str:
 
 
 # Control characters a terminal obeys (ESC starts erase-line, cursor-up, hidden text; C1's CSI too) become
-# visible escapes; a line break and a tab stay.
+# visible escapes; a line break and a tab stay. So do the characters that reorder or hide text without being
+# seen (Unicode's bidirectional controls, which can show a command backwards, "Trojan Source", CVE-2021-42574;
+# zero-width characters, which hide inside a word; the line and paragraph separators), and a lone surrogate.
+INVISIBLE = (
+    *range(0x200B, 0x2010),  # zero-width space, non-joiner, joiner; left-to-right and right-to-left marks
+    *range(0x2028, 0x202F),  # line and paragraph separators; bidirectional embeddings and overrides
+    *range(0x2060, 0x2070),  # word joiner, invisible operators; bidirectional isolates
+    0x061C,  # Arabic letter mark
+    0xFEFF,  # zero-width no-break space (a byte order mark inside text)
+)
 CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+CONTROLS |= {c: f"\\u{c:04x}" for c in (*INVISIBLE, *range(0xD800, 0xE000))}
 
 
 def harmless(text: str) -> str:
-    """`text` with every control character a terminal would obey written as a visible escape."""
+    """`text` with every control character a terminal would obey, and every character that reorders or hides text
+    unseen, written as a visible escape."""
     return text.translate(CONTROLS)
 
 
@@ -114,6 +138,9 @@ def _result(item: Any, where: str = "") -> Result:
     _require(stamps, f"{where}a Result whose check_id, title or duration is of the wrong type")
     _remediation(item.remediation, where)
     _metrics(item.metrics, where)
+    quotes = isinstance(item.quotes, list) and all(isinstance(q, str) for q in item.quotes)
+    _require(quotes, f"{where}a Result whose quotes are not a list of text")
+    item.quotes = [_cut(q) for q in item.quotes[:MAX_ROWS]]
     _require(isinstance(item.rows, list), f"{where}a Result whose rows are {shown(item.rows)}")
     for n, row in enumerate(item.rows[:MAX_ROWS], 1):
         _row(row, f"{where}row {n}: ")
@@ -160,6 +187,7 @@ def _remediation(fix: Any, where: str) -> None:
         return
     _require(isinstance(fix, Remediation), f"{where}a remediation that is {shown(fix)}")
     good = isinstance(fix.why, str) and isinstance(fix.commands, list) and all(isinstance(c, str) for c in fix.commands)
+    good = good and isinstance(fix.source, str)
     _require(good, f"{where}a remediation whose why or commands are not text")
     _remediation(fix.instead, where)
 

@@ -75,3 +75,10 @@ def test_list_loads_the_declarations_and_the_pure_judges_only() -> None:
     assert ours(modules) - checks - judging == LIST
     assert "gpudoctor.checks.ddp" in checks and "gpudoctor.judging.expect" in judging
     assert not [m for m in modules if m.startswith(NEVER)], "no torch, NVML, engine, cluster or workload machinery"
+
+
+def test_every_api_name_is_declared_and_loads() -> None:
+    import gpudoctor.api as api
+
+    assert set(api.__all__) == set(api.PROVIDERS)
+    assert all(getattr(api, name) is not None for name in api.__all__)

@@ -113,7 +113,7 @@ def judge(
     if status != Status.PASS:
         return Result(
             status,
-            f"{text}, {expect.shortfall(metric)}",
+            f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said()} at {size}",
             basis="figure",
             metrics=metrics,
             remediation=Remediation(
@@ -127,7 +127,7 @@ def judge(
         )
     return Result(
         status,
-        f"{text} (pass >= {metric.expected:.4g}, healthy {metric.reference:.4g} GB/s)",
+        f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said()} at {size}",
         basis="figure",
         metrics=metrics,
     )

@@ -27,6 +27,16 @@ class Expectation:
     value: float
     source: str
     floor: float | None = None
+    of: str = ""  # what the figure is, as a verdict line says it: "a healthy H100 SXM", "the saved baseline"
+
+    @property
+    def said(self) -> str:
+        """What the figure is a figure of, in a few words (`of`, else what its kind makes it)."""
+        if self.of:
+            return self.of
+        if self.floor is not None:
+            return "the saved baseline" if self.source.startswith("baseline") else "the configured minimum"
+        return "a healthy figure"
 
     def lines(self, floor: float) -> tuple[float, float]:
         """(pass line, fail line)."""
@@ -70,6 +80,7 @@ def verdict(
             f"({peak.source})",
             reference=round(peak.value, 4),
             reference_source=peak.source,
+            reference_of="the hardware's peak: a measurement error",
         )
     if expected is None:
         return Status.PASS, Metric(name, round(value, 3), unit)
@@ -83,6 +94,7 @@ def verdict(
         expected_source=_lines_said(expected, passing, failing, unit),
         reference=round(expected.value, 4),
         reference_source=expected.source,
+        reference_of=expected.said,
     )
     status = Status.PASS if value >= passing else Status.WARN if value >= failing else Status.FAIL
     return status, metric
@@ -325,7 +337,11 @@ def allreduce_expectation(
     uneven = len({h.rate for h in hops.values()}) > 1
     note = f" (slowest ring hop: GPU {gpus[i].get('index')} - GPU {gpus[j].get('index')})" if uneven else ""
     eff = efficiency(slowest.kind)
-    return Expectation(slowest.rate * eff, f"{slowest.said} x {eff} (an estimate: no published PCIe figure){note}")
+    return Expectation(
+        slowest.rate * eff,
+        f"{slowest.said} x {eff} (an estimate: no published PCIe figure){note}",
+        of=f"an estimate for a healthy {len(gpus)}-GPU PCIe ring",
+    )
 
 
 def algorithm(env: dict[str, str]) -> str | None:
@@ -349,12 +365,14 @@ def nvlink_allreduce(gpus: list[dict[str, Any]], algo: str | None) -> Expectatio
         note = ""
         if algo is None and faster and faster.value > found.value:
             note = f"; NVLS, where NCCL uses it, gives ~{faster.value:.4g} GB/s"
-        return Expectation(found.value, found.cite() + note)
+        return Expectation(found.value, found.cite() + note, of=f"a healthy {len(gpus)}x {found.model}")
     rate = min((link_rate(g, active_links(g)) or 0.0) for g in gpus)
     ratio = references.theory_ratio("allreduce_busbw", _nvlink_theory, algo="ring", nodes=1)
     if not rate or ratio is None:
         return None
-    return Expectation(rate * ratio[0], f"NVLink {rate:g} GB/s per GPU x {ratio[1]}")
+    return Expectation(
+        rate * ratio[0], f"NVLink {rate:g} GB/s per GPU x {ratio[1]}", of=f"a healthy {len(gpus)}-GPU NVLink ring"
+    )
 
 
 def active_links(gpu: dict[str, Any]) -> int:
@@ -422,11 +440,11 @@ def pcie_copy_expectation(gpu: dict[str, Any], way: str = "h2d") -> Expectation 
         model = model if width in (16, None) else {}  # a narrower link than the published figure's
     found = references.healthy(f"{way}_gbps", model.get("model"), ("link",), link=link)
     if found:
-        return Expectation(found.value, found.cite())
+        return Expectation(found.value, found.cite(), of=f"a healthy {found.model} over {said}")
     ratio = references.theory_ratio(f"{way}_gbps", rate)
     if ratio is None:
         return None
-    return Expectation(theory * ratio[0], f"{said} ({theory:g} GB/s) x {ratio[1]}")
+    return Expectation(theory * ratio[0], f"{said} ({theory:g} GB/s) x {ratio[1]}", of=f"a healthy {said} link")
 
 
 def _pcie_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:
@@ -448,15 +466,18 @@ def p2p_copy_expectation(a: dict[str, Any], b: dict[str, Any], p2p_ok: bool) -> 
         model = gpu_model(a) or {}
         found = references.healthy("p2p_gbps", model.get("model"), ("link",), link="nvlink")
         if found and links == model.get("nvlink_links"):
-            return Expectation(found.value, found.cite())
+            return Expectation(found.value, found.cite(), of=f"a healthy {found.model} over NVLink")
         ratio = references.theory_ratio("p2p_gbps", _nvlink_theory, link="nvlink")
         if ratio is None:
             return None
-        return Expectation(theory * ratio[0], f"NVLink x{links} {how} ({theory:g} GB/s) x {ratio[1]}")
+        said = f"NVLink x{links} {how}"
+        return Expectation(theory * ratio[0], f"{said} ({theory:g} GB/s) x {ratio[1]}", of=f"a healthy {said}")
     base = pcie_copy_expectation(a)
     if base and not p2p_ok:
         return Expectation(
-            base.value * STAGED, f"{base.source}, staged through host memory (no P2P) x {STAGED} (an estimate)"
+            base.value * STAGED,
+            f"{base.source}, staged through host memory (no P2P) x {STAGED} (an estimate)",
+            of="an estimate for a copy staged through host memory",
         )
     return base
 
@@ -544,8 +565,12 @@ def model_expectation(gpu: dict[str, Any], key: str) -> Expectation | None:
         share = slice_share(gpu, key)
         if share is None:
             return None
-        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})")
-    return Expectation(found.value, found.cite())
+        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})", of=_slice_of(found))
+    return Expectation(found.value, found.cite(), of=f"a healthy {found.model}")
+
+
+def _slice_of(found: references.Healthy) -> str:
+    return f"a healthy {found.model}'s share for this MIG slice"
 
 
 def sustained_expectation(gpu: dict[str, Any]) -> Expectation | None:
@@ -559,18 +584,8 @@ def sustained_expectation(gpu: dict[str, Any]) -> Expectation | None:
         share = slice_share(gpu, "bf16_tflops")
         if share is None:
             return None
-        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})")
-    return Expectation(found.value, found.cite())
-
-
-def shortfall(metric: Metric) -> str:
-    """What a figure below its pass line should have been, and from where: said beside a warning or failure."""
-    if not isinstance(metric.expected, int | float):
-        return f"expected {metric.expected}"
-    said = f"expected {metric.comparison or '>='} {metric.expected:.4g} {metric.unit}".rstrip()
-    if metric.reference_source and metric.reference_source not in (metric.expected_source or ""):
-        return f"{said} ({metric.expected_source}; healthy figure: {metric.reference_source})"
-    return f"{said} ({metric.expected_source})" if metric.expected_source else said
+        return Expectation(found.value * share[0], f"{found.cite()} x {share[0]:.3g} ({share[1]})", of=_slice_of(found))
+    return Expectation(found.value, found.cite(), of=f"a healthy {found.model}, sustained")
 
 
 def nccl_nics(
@@ -657,6 +672,7 @@ def network_expectation(nics: list[dict[str, Any]], left: list[str], whose: str)
         gbits / 400 * nic.value,
         f"{whose}: {len(nics)} NICs NCCL uses, {gbits:g} Gb/s{others}; x {nic.value:g} GB/s per 400 Gb/s "
         f"({nic.cite()})",
+        of=f"a healthy network of {len(nics)} NICs, {gbits:g} Gb/s",
     )
 
 

@@ -41,31 +41,35 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any]) -> list[
     judged = worst([r.status for r in results])
     if judged in (Status.FAIL, Status.WARN, Status.ERROR, Status.TIMEOUT):
         lead = next(r for r in results if r.status == judged)
-        lead.summary += "".join(f" The paste shows it: {quoted(s[1], s[2])}." for s in sightings)
+        lead.quotes += [quoted(s[1], s[2]) for s in sightings]
         lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
         return results
     return results + [_verdict(*s, beside=judged) for s in sightings]
 
 
 def quoted(sighting: dict[str, Any], count: int) -> str:
-    more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
-    return f'line {sighting["line"]}, "{sighting["text"]}"{more}'
+    """A paste's line as its result quotes it: `line 3: <the line>` (and how many more showed the same)."""
+    more = f" (and {count - 1} more line{'s' if count > 2 else ''} like it)" if count > 1 else ""
+    return f"line {sighting['line']}{more}: {sighting['text']}"
 
 
 def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside: Status | None = None) -> Result:
     """The signature as a result: its verdict where its owner could not judge; a warning beside an owner that
-    judged the facts here sound (the error came from another machine, a container or an earlier state)."""
-    facts_say = (
-        f" The facts here {beside.value}: the error came from another machine, a container or an earlier state."
-        if beside
-        else ""
-    )
+    judged the facts here sound (the error came from another machine, a container or an earlier state). The
+    verdict line is the signature's short summary; its explanation and source are the fix's why; the line of the
+    paste is quoted."""
+    said = f"{signature.headline} (the paste, line {sighting['line']})"
+    if beside:
+        said += f"; the facts here {beside.value}"
+    facts_say = " The facts here judged sound: the error came from another machine, a container or an earlier state."
     commands = signature.fixes(sighting.get("values") or {})
+    why = f"{signature.cause}{facts_say if beside else ''}"
     return Result(
         Status.WARN if beside else Status(signature.status),
-        f"{signature.cause} Seen in the paste: {quoted(sighting, count)}.{facts_say}",
+        said,
         aspect=signature.id,
-        remediation=Remediation(f"What says so: {signature.source}", commands) if commands else None,
+        remediation=Remediation(why, commands, source=signature.source),
+        quotes=[quoted(sighting, count)],
     )
 
 
@@ -75,16 +79,20 @@ def conflict_results(facts: dict[str, Any]) -> list[Result]:
     found = []
     for conflict in (facts.get("paste") or {}).get("conflicts", []):
         values = conflict["values"]
-        said = "; ".join(f"{v['value']!r} ({v['reader']}, line {v['line']})" for v in values)
+        lines = " and ".join(str(v["line"]) for v in values[:3])
         found.append(
             Result(
                 Status.WARN,
-                f"{conflict['fact']} is stated {len(values)} ways: {said}. The first was judged; the paste may "
-                "mix two machines, a before and an after, or a container's CUDA forward-compatibility library "
-                "(cuda-compat) with the host's driver.",
+                f"the paste states {conflict['fact']} {len(values)} ways (lines {lines}); the first was judged",
                 aspect=conflict["fact"],
                 title="The paste agrees with itself",
                 check_id=CONFLICTS_CHECK,
+                remediation=Remediation(
+                    "The paste may mix two machines, a before and an after, or a container's CUDA "
+                    "forward-compatibility library (cuda-compat) with the host's driver: paste what one machine "
+                    "says now."
+                ),
+                quotes=[f"line {v['line']} ({v['reader']}): {v['value']}" for v in values],
             )
         )
     return found

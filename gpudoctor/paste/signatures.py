@@ -50,6 +50,12 @@ class Signature:
     fix: tuple[str, ...]
     source: str
     file: str
+    summary: str = ""  # the verdict line, at most SUMMARY_CHARS
+
+    @property
+    def headline(self) -> str:
+        """The verdict line: the signature's `summary`, else its cause's first clause."""
+        return self.summary or self.cause.split(". ")[0].split(": ")[0].rstrip(".")
 
     def fixes(self, values: dict[str, Any]) -> list[str]:
         """The fix commands with the match's groups filled in (a group not matched leaves its name)."""
@@ -83,6 +89,7 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         fix=tuple(entry.get("fix", ())),
         source=entry["source"],
         file=file,
+        summary=entry.get("summary", ""),
     )
 
 

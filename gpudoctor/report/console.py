@@ -8,6 +8,7 @@ file runs as it was written.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,7 +23,17 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from gpudoctor.model import SEVERITY, Cause, Metric, Remediation, Result, Status, cause_from_dict, finite_number
+from gpudoctor.model import (
+    SEVERITY,
+    Cause,
+    Metric,
+    Remediation,
+    Result,
+    Status,
+    cause_from_dict,
+    finite_number,
+    places,
+)
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -52,7 +63,8 @@ def render(
     instead of calling it live."""
     emit(console, _summary_line(document, results, saved))
     width = _list_width(results, verbose)
-    _first_steps(console, results, causes_of(document), document["host"], verbose, width)
+    place = document["host"] if document["source"] == "live" else ""  # a file's name is not a place
+    _first_steps(console, results, causes_of(document), place, verbose, width)
     _render_results(console, results, verbose, width)
     emit(console, _closing_line(document))
 
@@ -60,6 +72,33 @@ def render(
 def causes_of(document: dict[str, Any]) -> list[Cause]:
     """The causes a report document holds (none in a report older than schema 5)."""
     return [cause_from_dict(c) for c in document.get("causes") or []]
+
+
+def label_text(label: str, width: int) -> Text:
+    """A check's label in a column `width` wide: where it does not fit, broken after its `:` (the aspect on
+    lines of its own), then after a `.` or `-`, never inside a word (`torch.cuda-available:` /
+    `cuda-error-804-forward-compat`)."""
+    if len(label) <= width:
+        return Text(label)
+    head, colon, aspect = label.partition(":")
+    parts = [head + colon, aspect] if colon else [label]
+    return Text("\n".join(line for part in parts for line in _wrapped(part, width)))
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for piece in re.findall(r"[^.:-]+[.:-]?|[.:-]", text):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    return [*lines, line] if line else lines
+
+
+def add(table: Table, *cells: RenderableType) -> None:
+    """A table row whose text cells are shown as they are: a string is never read as Rich markup (a pasted
+    "[link=...]" or "[/opt/conda/...]" stays text, and cannot hide, link or break the report)."""
+    table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
 
 
 def emit(console: Console, renderable: RenderableType) -> None:
@@ -92,6 +131,12 @@ def _label_width(results: list[Result]) -> int:
 def _list_width(results: list[Result], verbose: bool) -> int:
     """The check column's width: the longest label the list shows (repeated skips are collapsed without -v)."""
     return _label_width(results if verbose else collapse_skips(results)[0])
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first full stop that ends a sentence (the whole text where there is none)."""
+    found = re.search(r"\.(?=\s+[A-Z(])", text)
+    return text[: found.end()] if found else text
 
 
 def _row_table(width: int) -> Table:
@@ -130,11 +175,12 @@ def _first_steps(
     for entry in shown:
         table = _row_table(width)
         if isinstance(entry, Cause):
-            table.add_row(badge(entry.status), entry.id, entry.summary)
+            add(table, badge(entry.status), label_text(entry.id, width), entry.summary)
             if entry.explains:
-                table.add_row("", "", Text(f"explains {', '.join(entry.explains)}", style="dim"))
+                add(table, "", "", Text(f"explains {', '.join(entry.explains)}", style="dim"))
         else:
-            table.add_row(badge(entry.status), entry.label, _problem(entry, place))
+            add(table, badge(entry.status), label_text(entry.label, width), _problem(entry, place))
+            _add_quotes(table, console, entry.quotes[:2], width)
         _first_fix(console, table, entry.remediation, width)
     if len(entries) > len(shown):
         emit(console, Text(f"... and {len(entries) - len(shown)} more in the list below", style="dim"))
@@ -142,9 +188,9 @@ def _first_steps(
 
 def _first_fix(console: Console, table: Table, fix: Remediation | None, width: int) -> None:
     """An entry's table, then its commands unwrapped (the other way, where there is one, is in the list below);
-    its reason where it gives no command."""
+    the first sentence of its reason where it gives no command (the whole of it is in the list below)."""
     if fix and not fix.commands:
-        table.add_row("", "", Text(fix.why, style="dim"))
+        add(table, "", "", Text(first_sentence(fix.why), style="dim"))
     emit(console, table)
     for command in fix.commands if fix else []:
         verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
@@ -154,10 +200,9 @@ def _problem(result: Result, place: str) -> str:
     """The result's summary, led by where it is (the GPUs, nodes or links its rows name, else `place`) unless
     the summary already starts there."""
     bad = list(dict.fromkeys(row.where for row in result.rows if row.status not in (Status.PASS, Status.SKIP)))
-    lead = bad[0] if bad else place
-    if not lead or result.summary.startswith(lead):
+    where = places(bad) if bad else place
+    if not where or result.summary.startswith((where, *bad)):
         return result.summary
-    where = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "") if bad else place
     return f"{where}: {result.summary}"
 
 
@@ -228,18 +273,42 @@ def _render_area(console: Console, area: str, results: list[Result], verbose: bo
     emit(console, Text(area, style="bold"))
     table = _row_table(width)
     for result in results:
-        table.add_row(badge(result.status), result.label, result.summary)
+        add(table, badge(result.status), label_text(result.label, width), result.summary)
+        _add_quotes(table, console, result.quotes if verbose else result.quotes[:SHOWN_QUOTES], width)
         if result.explained_by:
-            table.add_row("", "", Text(f"explained by {result.explained_by} (do this first)", style="dim"))
+            add(table, "", "", Text(f"explained by {result.explained_by} (do this first)", style="dim"))
         _add_details(table, result, verbose)
         for fix, label in _fixes(result):
-            table.add_row("", Text(label, style="cyan"), fix.why)
+            add(table, "", Text(label, style="cyan"), fix.why)
+            if verbose and fix.source:
+                add(table, "", "", Text(f"what says so: {fix.source}", style="dim"))
             emit(console, table)
             for command in fix.commands:
                 verbatim(console, f"{_indent(console, width)}$ {command}", "cyan")
             table = _row_table(width)
     if table.row_count:
         emit(console, table)
+
+
+SHOWN_QUOTES = 3  # lines of a paste quoted under a result without -v
+
+
+def _add_quotes(table: Table, console: Console, quotes: list[str], width: int) -> None:
+    """The lines of the input a verdict rests on, each shown as a quotation: one line whatever it held, marked
+    with `›`, cut to the width left (so it never runs onto a line of its own that could pass for a command)."""
+    room = max(MIN_QUOTE, console.width - width - 11 - 2)
+    for text in quotes:
+        add(table, "", "", Text(f"› {quotation(text, room)}", style="dim italic"))
+
+
+MIN_QUOTE = 20
+
+
+def quotation(text: str, room: int) -> str:
+    """Text from outside as one line of at most `room` characters: every run of white space (line breaks
+    included) one space, and `…` where it was cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= room else flat[: room - 1].rstrip() + "…"
 
 
 def _fixes(result: Result) -> Iterator[tuple[Remediation, str]]:
@@ -252,19 +321,40 @@ def _fixes(result: Result) -> Iterator[tuple[Remediation, str]]:
 
 
 def _add_details(table: Table, result: Result, verbose: bool) -> None:
+    """Under a result: each judged figure on a line of its own (`GPU 0 bf16 263 TFLOP/s: 33 % of a healthy H100
+    SXM (794.5)`; with -v the lines it had to meet and where its reference was published on the next), the rows
+    the summary does not say whole, and with -v every row and the raw detail."""
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
-    metrics = [m for m in result.metrics if show_all or m.expected is not None]
-    for metric in _capped(table, metrics, verbose, "figures"):
-        table.add_row("", "", Text(format_metric(metric, whole=verbose), style="dim"))
-    for where, metric in _capped(table, _row_figures(result), verbose, "figures"):
-        table.add_row("", "", Text(f"{where} {format_metric(metric, whole=verbose)}", style="dim"))
+    metrics = [("", m) for m in result.metrics if show_all or m.expected is not None]
+    for where, metric in _capped(table, [*metrics, *_row_figures(result)], verbose, "figures"):
+        add(table, "", "", Text(figure_line(where, metric), style="dim"))
+        cited = citation(metric) if verbose else ""
+        if cited:
+            add(table, "", "", Text(f"  {cited}", style="dim"))
     if verbose and result.detail:
-        table.add_row("", Text("  detail", style="dim"), Text(result.detail, style="dim"))
+        add(table, "", Text("  detail", style="dim"), Text(result.detail, style="dim"))
     bad = [row for row in result.rows if row.status not in (Status.PASS, Status.SKIP)]
-    shown = result.rows if verbose else bad if len(bad) > 3 else []  # the summary already names up to three
+    shown = result.rows if verbose else [r for r in bad if len(bad) > 1 or "; " in r.summary]
     for row in _capped(table, shown, verbose, "rows"):
         where = f"GPU {row.index}" if row.index is not None else row.where if row.node else ""
-        table.add_row("", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
+        add(table, "", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
+
+
+def figure_line(where: str, metric: Metric) -> str:
+    """One figure on one line: its verdict line where it was judged against a number (Metric.said), else the
+    figure with the expectation an older check or a plugin wrote as text."""
+    judged = metric.comparison in (">=", "<=") and finite_number(metric.expected)
+    text = metric.said() if judged else format_metric(metric)
+    return f"{where} {text}".strip()
+
+
+def citation(metric: Metric) -> str:
+    """Where a judged figure's lines and reference come from: `pass >= 0.85 x healthy 794.5 TFLOP/s, fail <
+    595.9 (0.75 x); healthy figure: <source>` (what -v adds under the figure's line)."""
+    parts = [metric.expected_source or "", metric.reference_source or ""]
+    if parts[1] and parts[1] in parts[0]:
+        parts[1] = ""
+    return "; healthy figure: ".join(p for p in parts if p) if parts[0] else parts[1]
 
 
 def _row_figures(result: Result) -> list[tuple[str, Metric]]:
@@ -278,7 +368,7 @@ def _capped(table: Table, items: list[Any], verbose: bool, what: str) -> list[An
     """All of them with -v; else the first SHOWN, and a line saying how many more the JSON report holds."""
     if verbose or len(items) <= SHOWN:
         return items
-    table.add_row("", "", Text(f"... and {len(items) - SHOWN} more {what} (-v, or the JSON report)", style="dim"))
+    add(table, "", "", Text(f"... and {len(items) - SHOWN} more {what} (-v, or the JSON report)", style="dim"))
     return items[:SHOWN]
 
 
@@ -363,7 +453,11 @@ class LiveProgress:
         if not self.console.is_terminal:
             return nullcontext()
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True
+            SpinnerColumn(),
+            TextColumn("{task.description}", markup=False),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
         )
         self.task = self.progress.add_task("gathering facts", total=self.total)
         return self.progress
@@ -435,7 +529,7 @@ def _findings_table(findings: list[dict[str, Any]], verbose: bool) -> Table:
         text = Text(finding["summary"])
         if finding["figure"] and finding["figure"]["expected"] is not None:
             text.append("\n" + _figure_against(finding["figure"], whole=verbose), style="dim")
-        table.add_row(badge(Status(finding["status"])), where, finding["check_id"], text)
+        add(table, badge(Status(finding["status"])), where, finding["check_id"], text)
     return table
 
 
@@ -458,7 +552,7 @@ def _node_table(cluster: dict[str, Any]) -> Table:
     for node in cluster["nodes"]:
         failing = node["lost"] or ", ".join(c["check_id"] for c in node["checks"] if Status(c["status"]).is_failure)
         verdict = badge(Status(node["verdict"]["status"]))
-        table.add_row(node["name"], verdict, badge(Status(node["status"])), _key_figures(node), failing)
+        add(table, node["name"], verdict, badge(Status(node["status"])), _key_figures(node), failing)
     return table
 
 
