@@ -52,7 +52,7 @@ def host_device_row(
         why = (
             "a MIG slice's share of the copy engines is not published" if gpu.get("mig_slice") else "PCIe link unknown"
         )
-        return gpu_row(gpu, Status.WARN, f"{text}; {why}, not judged", metrics, "figure")
+        return gpu_row(gpu, Status.WARN, f"{why}: not judged; {text}", metrics, "figure")
     status = worst([s for s, _ in judged])
     if status != Status.PASS:  # the one below its line first
         text = "; ".join(m.said() for _, m in sorted(judged, key=lambda sm: sm[0] == Status.PASS)) + where

@@ -17,8 +17,10 @@ from gpudoctor.api import (
     Status,
     check,
     expect,
+    fix,
     gpu_model,
     references,
+    word,
     worst,
 )
 
@@ -34,17 +36,20 @@ COLLECTIVE_FIGURE = {
     "reduce_scatter": "reducescatter_busbw",
     "alltoall": "alltoall_busbw",
 }
+# Where a fix runs the test again: the run's own collective, its ranks (one process per GPU, on its hosts) and
+# sizes up to 8 GiB; filled in from the run (perf_command), after any variables the fix sets.
+RERUN = "{rerun}"
 NO_MPI = Remediation(
     "Every process ran alone (nccl-tests built without MPI, launched by mpirun or srun: each prints 'Rank 0' "
     "and a one-rank all-reduce moves nothing), so the figures say nothing about the hardware.",
     [
-        "make MPI=1 MPI_HOME=/path/to/mpi -C nccl-tests",
-        "mpirun -np <GPUs> ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1",
+        'make MPI=1 MPI_HOME="$(dirname "$(dirname "$(command -v mpicc)")")" -C nccl-tests',
+        RERUN,
     ],
 )
 TOO_SMALL = Remediation(
     "Bus bandwidth grows with the message size; below 1 GiB it shows latency, not the links.",
-    ["./build/all_reduce_perf -b 1G -e 8G -f 2 -g <GPUs per process>"],
+    [RERUN],
 )
 
 
@@ -97,10 +102,10 @@ def combine(verdicts: list[Judged], what: str) -> Result:
     of the worst that has one."""
     rows = [row for row, _ in verdicts]
     ordered = sorted(verdicts, key=lambda v: SEVERITY.index(v[0].status) if v[0].status in SEVERITY else 9)
-    fix = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
+    cure = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
     said = "; ".join(_said(row) for row, _ in ordered[:3]) + (f"; and {len(rows) - 3} more" if len(rows) > 3 else "")
     summary = f"{len(rows)} {what}s: {said}" if len(rows) > 1 else _said(rows[0])
-    return Result(worst([r.status for r in rows], default=Status.SKIP), summary, rows=rows, remediation=fix)
+    return Result(worst([r.status for r in rows], default=Status.SKIP), summary, rows=rows, remediation=cure)
 
 
 def _said(row: Row) -> str:
@@ -109,9 +114,47 @@ def _said(row: Row) -> str:
 
 def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
     """One nccl-tests run, its row named by the run (collective and line); `shown`: shown_in(the file's facts)."""
-    row, fix = _judge_run(run, gpus, shown)
+    row, cure = _judge_run(run, gpus, shown)
     row.name = run_name(run)
-    return row, fix
+    return row, rerun_in(cure, run)
+
+
+def rerun_in(cure: Remediation | None, run: dict[str, Any]) -> Remediation | None:
+    """The fix with RERUN made this run's command (perf_command); a run whose collective, ranks or hosts are
+    not words a command may hold loses those commands, and the reason says so."""
+    if cure is None or not any(RERUN in c for c in cure.commands):
+        return cure
+
+    def built() -> list[str]:
+        again = perf_command(run)
+        return [_with_settings(c, again) if RERUN in c else c for c in cure.commands]
+
+    return fix(cure.why, built, cure.instead, cure.source)
+
+
+def perf_command(run: dict[str, Any]) -> str:
+    """`mpirun -np 8 ./build/all_reduce_perf -b 1G -e 8G -f 2 -g 1` (with `-H a:8,b:8` across hosts): one
+    process per GPU, as nccl-tests' README runs it."""
+    program = f"./build/{word(run.get('collective') or 'all_reduce', 'word')}_perf -b 1G -e 8G -f 2 -g 1"
+    ranks, hosts = run.get("ranks") or 1, run.get("hosts") or []
+    if ranks <= 1:
+        return program
+    spread = ""
+    if len(hosts) > 1 and ranks % len(hosts) == 0:
+        each = ranks // len(hosts)
+        spread = "-H " + ",".join(f"{word(host, 'node')}:{each}" for host in hosts) + " "
+    return f"mpirun -np {word(ranks, 'number')} {spread}{program}"
+
+
+def _with_settings(command: str, again: str) -> str:
+    """`NCCL_X=1 {rerun} ...` with the run's command: under mpirun each setting goes to every rank (-x)."""
+    before, _, after = command.partition(RERUN)
+    settings = before.split()
+    if not again.startswith("mpirun ") or not settings:
+        return f"{before}{again}{after}"
+    launcher, _, rest = again.partition(" ./build/")
+    exported = " ".join(f"-x {s}" for s in settings)
+    return f"{launcher} {exported} ./build/{rest}{after}"
 
 
 def peak_busbw(row: dict[str, Any]) -> float:
@@ -133,7 +176,7 @@ def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str,
             fix=Remediation(
                 "nccl-tests checks every result; wrong values with no error mean broken P2P (IOMMU/ACS), a failing "
                 "link or GPU memory.",
-                ["sudo dmesg | grep -iE 'xid|iommu|dmar'", "NCCL_P2P_DISABLE=1 <the same nccl-tests command>"],
+                ["sudo dmesg | grep -iE 'xid|iommu|dmar'", f"NCCL_P2P_DISABLE=1 {RERUN}"],
             ),
         )
     largest = max(rows, key=lambda r: r.get("bytes") or 0)
@@ -335,7 +378,7 @@ def across_nodes(
             "Between nodes the NICs set the figure: their count and speed are needed (add ibstat's output).",
             [
                 "ibstat",
-                "NCCL_DEBUG=INFO <the same command> 2>&1 | grep -E 'NET/IB : Using|Using network'",
+                f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'NET/IB : Using|Using network'",
             ],
         ),
     )
@@ -371,17 +414,17 @@ def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where
     status, judged_metric = expect.verdict("busbw", busbw, "GB/s", expected, references.FAIL_BELOW)
     judged_metric.labels = metric.labels
     if status == Status.PASS:
-        return judged(status, f"{where}: normal for {normal} ({judged_metric.said()})", [judged_metric])
+        return judged(status, f"{where}: normal for {normal} ({judged_metric.share()})", [judged_metric])
     return judged(
         status,
-        f"{where}: {judged_metric.said()}",
+        f"{where}: {judged_metric.share()}",
         [judged_metric],
         Remediation(
             "Below healthy systems of the model: a degraded link, P2P or NVLink off, or NCCL on another transport.",
             [
                 "nvidia-smi topo -m",
                 "nvidia-smi nvlink -s",
-                "NCCL_DEBUG=INFO <the same command> 2>&1 | grep -E 'via|NVLS'",
+                f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'via|NVLS'",
             ],
         ),
     )
@@ -471,7 +514,7 @@ def judge_figure(
             Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
             index,
         )
-    text = f"{where}{case}{counted}: {metric.said()}"
+    text = f"{where}{case}{counted}: {metric.said(labels=False)}"
     if status == Status.PASS:
         return judged(status, text, [metric], index=index)
     return judged(

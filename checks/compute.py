@@ -33,7 +33,8 @@ def gemm_row(
         else:
             parts.append(metric.said())
         statuses.append(status if expected or status == Status.FAIL else Status.WARN)
-    text = "; ".join(parts) + expect.unknown_model_note(gpu, "bf16_tflops")
+    unknown = expect.unknown_model_note(gpu, "bf16_tflops").removeprefix("; ")
+    text = "; ".join(([*parts, unknown] if basis == "data" else [unknown, *parts]) if unknown else parts)
     return gpu_row(gpu, worst(statuses), text, metrics, basis)
 
 

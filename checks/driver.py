@@ -15,10 +15,12 @@ from gpudoctor.api import (
     check,
     compat,
     cuda_version_text,
+    fix,
     from_rows,
     gpu_row,
     not_captured,
     usable,
+    word,
     worst,
 )
 
@@ -96,13 +98,16 @@ def judge_nvml(
     return Result(Status.FAIL, summary, remediation=remediation)
 
 
-def _with_driver_install(fix: Remediation, system: dict[str, Any], torch: dict[str, Any]) -> Remediation:
+def _with_driver_install(cure: Remediation, system: dict[str, Any], torch: dict[str, Any]) -> Remediation:
     platform = compat.platform_key(system.get("os"), system.get("machine"))
     build = compat.installed_build(torch, platform) if torch.get("cuda") else compat.default_build(platform)
     minimum = compat.toolkit_minimum(build.toolkit, platform) or compat.family_minimum(build.toolkit, platform)
-    install = compat.driver_install(minimum, system.get("os_release"), platform) if minimum else []
-    commands = [c for command in fix.commands for c in (install if command == "<INSTALL>" else [command])]
-    return Remediation(f"{fix.why} {build.name} needs driver >= {minimum}.", commands)
+
+    def built() -> list[str]:
+        install = compat.driver_install(minimum, system.get("os_release"), platform) if minimum else []
+        return [c for command in cure.commands for c in (install if command == "<INSTALL>" else [command])]
+
+    return fix(f"{cure.why} {build.name} needs driver >= {minimum}.", built)
 
 
 def plural(count: int, noun: str) -> str:
@@ -266,7 +271,7 @@ MODE_FIXES = {
 def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
     judged = [_modes_row(g) for g in gpus]
     kinds = [kind for _, found in judged for kind in found]
-    fix = Remediation(
+    cure = Remediation(
         "Compute mode Default lets one process per GPU (and NCCL's helpers) open it; MIG splits a "
         "GPU so NCCL cannot use it whole; persistence keeps the driver initialised between jobs.",
         [command for kind, command in MODE_FIXES.items() if kind in kinds],
@@ -276,7 +281,7 @@ def judge_gpu_modes(gpus: list[dict[str, Any]]) -> Result:
     note = f"; not in this capture: {', '.join(MODE_NAMES[fact] for fact in unread)}" if unread else ""
     if not fine and not kinds:
         return Result(Status.SKIP, f"{', '.join(FACT_NAMES[fact] for fact in unread)}: not in this capture")
-    return from_rows([row for row, _ in judged], f"{plural(len(gpus), 'GPU')}: {fine}{note}", fix)
+    return from_rows([row for row, _ in judged], f"{plural(len(gpus), 'GPU')}: {fine}{note}", cure)
 
 
 MODE_NAMES = {
@@ -382,7 +387,7 @@ def fabric_health_problems(health: dict[str, Any]) -> list[tuple[Status, str]]:
 
 
 def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str, Any]]) -> Result:
-    rows = []
+    rows, held = [], []
     for gpu in gpus:
         procs = gpu.get("processes")
         procs = procs if procs is None else [p for p in procs if not p.get("own")]  # gpudoctor's own
@@ -397,17 +402,24 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
             said = [_describe(p, process_info) for p in procs[:2]]
             more = f"; and {len(procs) - 2} more processes" if len(procs) > 2 else ""
             rows.append(gpu_row(gpu, Status.WARN, "; ".join(said) + more))
+            held += [p["pid"] for p in procs]
     return from_rows(
         rows,
         "no other process holds GPU memory",
-        Remediation(
-            "Memory held by other processes is memory training cannot use; zombies keep it until they are reaped.",
-            [
+        fix(
+            "Memory held by other processes is memory training cannot use; zombies keep it until they are reaped "
+            "(end a zombie's parent).",
+            lambda: [
                 "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
-                "kill <PID>  # or its parent, for a zombie",
+                *([f"ps -o pid,ppid,user,stat,etime,args -p {','.join(pids(held))}"] if held else []),
             ],
         ),
     )
+
+
+def pids(found: list[Any]) -> list[str]:
+    """Process ids as words for a command, each once, in order (Unsafe where one is not a number)."""
+    return [word(pid, "number") for pid in dict.fromkeys(found)]
 
 
 def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> str:

@@ -16,14 +16,16 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    bad_summary,
     check,
+    fix,
     from_rows,
     gpu_model,
     gpu_row,
     load_data,
     not_captured,
-    places,
     same_pci,
+    word,
     worst,
 )
 
@@ -204,7 +206,7 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     source = kernel_log.get("source") or "dmesg"
     noted = [r for r in rows if r.status == Status.PASS and r.summary != "no Xid"]
     ok = f"no Xid that needs action in the kernel log ({source})"
-    ok += f"; {len(noted)} noted: {places([r.where for r in noted])}" if noted else ""
+    ok += f"; noted: {bad_summary(noted)}" if noted else ""
     return from_rows(
         rows,
         ok,
@@ -229,7 +231,7 @@ ACTIONS = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "RESTART_FABRIC")
 ACTION_COMMANDS = {
     "RESET_GPU": "sudo nvidia-smi -i <GPU> -r",
     "RESTART_BM": "sudo reboot",
-    "RESTART_VM": "restart the VM from its cloud console",
+    "RESTART_VM": "sudo reboot  # the VM; where the GPU stays lost, stop and start it from the cloud console",
     "RESTART_FABRIC": "sudo systemctl restart nvidia-fabricmanager  # after draining; reboot if it recurs",
 }
 # What a catalogue bucket or an Xid 154 verdict asks of the operator, as one of ACTIONS.
@@ -484,11 +486,21 @@ def temperature(ctx: CheckContext) -> Result:
 @check("health.power", "Power limit", needs=("nvml",), settings={"min_fraction": 0.95})
 def power(ctx: CheckContext) -> Result:
     """Enforced power limit against the default (a capped GPU trains slower)."""
+    low = [g for g in ctx.gpus if power_row(g, ctx.settings["min_fraction"]).status == Status.WARN]
     return from_rows(
         figured(ctx.gpus, lambda g: power_row(g, ctx.settings["min_fraction"]), power_figures, "power_limit_w"),
         "every GPU at its default power limit",
-        Remediation("Restore the default power limit.", ["sudo nvidia-smi -i <GPU> -pl <default W>"]),
+        fix("Restore the default power limit.", lambda: restore_power(low)),
     )
+
+
+def restore_power(gpus: list[dict[str, Any]]) -> list[str]:
+    """`sudo nvidia-smi -i 0,3 -pl 700`: each default limit once, with the GPUs that have it."""
+    by_default: dict[str, list[str]] = {}
+    for gpu in gpus:
+        default = word(f"{gpu['power_default_limit_w']:.0f}", "number")
+        by_default.setdefault(default, []).append(word(gpu_row(gpu, Status.WARN, "").target, "word"))
+    return [f"sudo nvidia-smi -i {','.join(targets)} -pl {watts}" for watts, targets in by_default.items()]
 
 
 @check("health.pcie", "PCIe link", needs=("nvml",), settings={"replay_warn": 100})

@@ -69,10 +69,12 @@ def watched(seen: list[dict[str, Any]]) -> tuple[str, list[Metric], Status]:
         values = [s[key] for s in seen if s.get(key) is not None]
         if values:
             metrics.append(Metric(name, pick(values), unit))
-    text = ", ".join(f"{m.name.replace('_', ' ')} {m.value:g} {m.unit}" for m in metrics)
     if reasons:
-        text += f"; clocks held down: {', '.join(reasons)}"
-    return f"; {text}" if text else "", metrics, grade
+        metrics.append(Metric("clocks_held_by", ", ".join(reasons)))
+    if grade == Status.PASS:
+        return "", metrics, grade
+    clock = next((f"; sm clock min {m.value:g} MHz" for m in metrics if m.name == "sm_clock_min"), "")
+    return f"{clock}; clocks held down: {', '.join(reasons)}", metrics, grade
 
 
 def judge(measured: expect.Measured, samples: list[dict[str, Any]], floor: float) -> Result:
@@ -125,14 +127,15 @@ def gpu_row_for(
     against_peers = Status.PASS
     if peers is not None:
         against_peers, ratio = compare.judge(value, *peers, compare.PEER_GPUS)
-        parts.append(f"{ratio:.2f}x its peers' median")
+        nvml_figures.append(Metric("to_peers_median", round(ratio, 3)))
+        if against_peers != Status.PASS:
+            parts.append(f"{ratio:.2f}x its peers' median")
     burst = rank.get("burst_tflops")
     if burst:
         nvml_figures += [
             Metric("bf16_burst", round(burst, 3), "TFLOP/s"),
             Metric("sustained_to_burst", round(value / burst, 3)),
         ]
-        parts.append(f"{value / burst:.2f}x its own {burst:.4g} in the first seconds")
     row = gpu_row(gpu, worst([status, against_peers, grade]), "; ".join(parts) + said, [datasheet], "figure")
     row.metrics += nvml_figures
     return row

@@ -8,12 +8,16 @@ from gpudoctor.api import (
     Metric,
     Remediation,
     Result,
+    Row,
     Status,
+    Unsafe,
     check,
     expect,
+    fix,
     from_rows,
     gpu_row,
     is_geforce,
+    word,
 )
 
 if TYPE_CHECKING:
@@ -100,7 +104,7 @@ def judge_limits(system: dict[str, Any], min_nofile: int) -> Result:
                 "Raise the limits for the job's user (limits.conf, or the container runtime's ulimits).",
                 [
                     "ulimit -l unlimited; ulimit -n 1048576",
-                    "docker run --ulimit memlock=-1 --ulimit nofile=1048576 ...",
+                    "ulimit -l; ulimit -n  # in a container: docker run --ulimit memlock=-1 --ulimit nofile=1048576",
                 ],
             ),
         )
@@ -114,7 +118,8 @@ def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
     if len(nodes) < 2:
         return Result(Status.PASS, "one NUMA node: every core is local to every GPU")
     gpu_nodes = system.get("gpu_numa_nodes", {})
-    rows = []
+    rows: list[Row] = []
+    far: dict[int, list[Any]] = {}
     for gpu in gpus:
         node = gpu_nodes.get(gpu.get("pci_bus_id") or "")
         local = set(nodes.get(str(node), [])) if node is not None and node >= 0 else set()
@@ -124,14 +129,24 @@ def judge_numa(system: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
             rows.append(gpu_row(gpu, Status.PASS, f"NUMA node {node}, local cores usable"))
         else:
             rows.append(gpu_row(gpu, Status.WARN, f"on NUMA node {node} but this process may not run on its cores"))
+            far.setdefault(node, []).append(gpu.get("index"))
     return from_rows(
         rows,
         "every GPU's NUMA node has cores this process can use",
-        Remediation(
+        fix(
             "Bind each rank to the cores of its GPU's NUMA node, or widen the job's CPU set.",
-            ["nvidia-smi topo -m", "numactl --cpunodebind=<node> --membind=<node> python train.py"],
+            lambda: ["nvidia-smi topo -m", *numa_binds(far)],
         ),
     )
+
+
+def numa_binds(far: dict[int, list[Any]]) -> list[str]:
+    """`numactl --cpunodebind=1 --membind=1 python train.py  # the ranks on GPU 4, 5`, one per NUMA node."""
+    return [
+        f"numactl --cpunodebind={word(node, 'number')} --membind={word(node, 'number')} python train.py  "
+        f"# the ranks on GPU {', '.join(word(i, 'number') for i in indexes)}"
+        for node, indexes in far.items()
+    ]
 
 
 def judge_container(system: dict[str, Any]) -> Result:
@@ -214,7 +229,10 @@ def interface_finding(system: dict[str, Any], spans_nodes: bool) -> tuple[Status
         f"multi-node job with NCCL_SOCKET_IFNAME unset: NCCL would bootstrap over {said}, which other nodes "
         f"cannot reach; {better['name']} ({better['address']}) can"
     )
-    return (Status.WARN, text, f"export NCCL_SOCKET_IFNAME={better['name']}")
+    try:
+        return (Status.WARN, text, f"export NCCL_SOCKET_IFNAME={word(better['name'], 'interface')}")
+    except Unsafe as exc:
+        return (Status.WARN, f"{text} (no command given: {exc})", "ip -brief addr")
 
 
 def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_nodes: bool = False) -> Result:

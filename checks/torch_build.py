@@ -16,11 +16,13 @@ from gpudoctor.api import (
     check,
     compat,
     cuda_version_text,
+    fix,
     from_rows,
     gpu_for_cuda_index,
     gpu_row,
     usable,
     visible,
+    word,
 )
 
 if TYPE_CHECKING:
@@ -30,6 +32,12 @@ if TYPE_CHECKING:
 def default_command(platform: str = "linux_x86_64") -> str:
     """What to install where torch is missing or broken: the newest release's default build for this platform."""
     return compat.install_command(compat.default_build(platform))
+
+
+def cuda_major(torch: dict[str, Any]) -> str:
+    """The major of torch's CUDA, as the word a package name ends in (nvidia-cudnn-cu12); Unsafe where the fact
+    is not a version."""
+    return word(str(torch["cuda"]).split(".")[0], "number")
 
 
 def reinstall(command: str) -> str:
@@ -122,9 +130,9 @@ def judge_cuda_driver(
             f"driver {driver} runs CUDA {toolkit} only through minor-version compatibility "
             f"(full support from {toolkit_min}): no PTX JIT for newer code",
             metrics=metrics,
-            remediation=Remediation(
+            remediation=fix(
                 "Upgrade the driver for full CUDA support.",
-                compat.driver_install(toolkit_min, os_release, platform),
+                lambda: compat.driver_install(toolkit_min, os_release, platform),
             ),
         )
     return Result(Status.PASS, f"driver {driver} supports torch's CUDA {toolkit}", metrics=metrics)
@@ -142,9 +150,9 @@ def judge_driver_for_wheels(
     caps = nvml_capabilities(nvml)
     newest = compat.newest_build(caps, platform)
     cuda = cuda_version_text(nvml.get("cuda_driver_version"))
-    fix = compat.driver_fix(caps, driver, platform, os_release)
+    cure = compat.driver_fix(caps, driver, platform, os_release)
     if newest is None:
-        return Result(Status.WARN, f"no official torch build has kernels for these GPUs ({fix.why})", remediation=fix)
+        return Result(Status.WARN, f"no official torch build has kernels for these GPUs ({cure.why})", remediation=cure)
     minimum = compat.toolkit_minimum(newest.toolkit, platform)
     metrics = [
         Metric(
@@ -160,9 +168,9 @@ def judge_driver_for_wheels(
         return Result(Status.PASS, f"driver {driver} runs {keep.name}, the newest torch{note}", metrics=metrics)
     runs = f"runs {keep.name} at the newest" if keep else "runs no official torch CUDA build"
     if keep:
-        fix.why = f"Driver {driver} (CUDA {cuda}): {compat.runs_summary(keep, driver, caps)}. {fix.why}"
+        cure.why = f"Driver {driver} (CUDA {cuda}): {compat.runs_summary(keep, driver, caps)}. {cure.why}"
     return Result(
-        Status.WARN, f"driver {driver} {runs}; {newest.name} needs >= {minimum}", metrics=metrics, remediation=fix
+        Status.WARN, f"driver {driver} {runs}; {newest.name} needs >= {minimum}", metrics=metrics, remediation=cure
     )
 
 
@@ -217,16 +225,18 @@ def judge_cuda_unavailable_without_driver(
     runs nvidia-smi for the driver version: "Could not collect" is nvidia-smi failing or missing)."""
     build = compat.installed_build(torch, platform)
     minimum = compat.toolkit_minimum(build.toolkit, platform) or compat.family_minimum(build.toolkit, platform)
-    install = compat.driver_install(minimum, os_release, platform) if minimum else []
     return Result(
         Status.FAIL,
         f"torch {torch.get('version')} is a CUDA {torch['cuda']} build, but no NVIDIA driver answered",
-        remediation=Remediation(
+        remediation=fix(
             "Without a loaded NVIDIA driver (or, in a container, without the GPUs passed in: --gpus all) torch "
             f"cannot use a GPU; this build needs driver >= {minimum}."
             if minimum
             else "torch needs the driver.",
-            ["nvidia-smi  # must list the GPUs; if it fails, the driver is missing or not loaded", *install],
+            lambda: [
+                "nvidia-smi  # must list the GPUs; if it fails, the driver is missing or not loaded",
+                *(compat.driver_install(minimum, os_release, platform) if minimum else []),
+            ],
         ),
     )
 
@@ -285,14 +295,14 @@ def judge_arch(
         verdict = "covered" if ok else "has no kernels in this build"
         rows.append(gpu_row(gpu, Status.PASS if ok else Status.FAIL, f"sm_{cap[0]}{cap[1]} {verdict}"))
     way = compat.driver_fix(capabilities(devices), driver, platform, os_release)
-    fix = Remediation(
+    cure = Remediation(
         f"This torch ships kernels for {' '.join(arch_list)} only; training fails with 'no kernel image is "
         f"available'. {way.why}",
         way.commands,
         way.instead,
     )
     said = f"every GPU's architecture is in torch's arch list ({arch_list[0]} to {arch_list[-1]})"
-    return from_rows(rows, said, fix)
+    return from_rows(rows, said, cure)
 
 
 def cudnn_version_tuple(version: int) -> tuple[int, int, int]:
@@ -306,17 +316,17 @@ def judge_cudnn(torch: dict[str, Any]) -> Result:
     if not torch.get("cuda"):
         return Result(Status.SKIP, "CPU-only torch build")
     info = torch.get("cudnn") or {}
-    fix = Remediation(
+    cure = fix(
         "torch needs the cuDNN it was built with (same major, same or newer minor).",
-        [
-            f"pip install --force-reinstall nvidia-cudnn-cu{torch['cuda'].split('.')[0]}",
+        lambda: [
+            f"pip install --force-reinstall nvidia-cudnn-cu{cuda_major(torch)}",
             "echo $LD_LIBRARY_PATH  # an older system cuDNN listed here shadows pip's",
         ],
     )
     if info.get("error"):
-        return Result(Status.FAIL, f"cuDNN does not load: {info['error']}", remediation=fix)
+        return Result(Status.FAIL, f"cuDNN does not load: {info['error']}", remediation=cure)
     if not info.get("available") or not info.get("version"):
-        return Result(Status.FAIL, "cuDNN is not available: convolutions fall back or fail", remediation=fix)
+        return Result(Status.FAIL, "cuDNN is not available: convolutions fall back or fail", remediation=cure)
     runtime = cudnn_version_tuple(info["version"])
     compiled = tuple(info["compiled"]) if info.get("compiled") else None
     text = ".".join(map(str, runtime))
@@ -324,7 +334,7 @@ def judge_cudnn(torch: dict[str, Any]) -> Result:
         return Result(
             Status.FAIL,
             f"cuDNN {text} loaded, torch was built with {'.'.join(map(str, compiled))}",
-            remediation=fix,
+            remediation=cure,
         )
     return Result(Status.PASS, f"cuDNN {text}", metrics=[Metric("cudnn_version", text)])
 
@@ -346,9 +356,9 @@ def judge_nccl(
         return Result(
             Status.FAIL,
             f"NCCL is not usable: {info.get('error') or 'backend missing'}",
-            remediation=Remediation(
+            remediation=fix(
                 "Multi-GPU training on one node needs NCCL.",
-                [f"pip install --force-reinstall nvidia-nccl-cu{torch['cuda'].split('.')[0]}"],
+                lambda: [f"pip install --force-reinstall nvidia-nccl-cu{cuda_major(torch)}"],
             ),
         )
     summary = f"NCCL {info['version']}, gloo {'available' if info.get('gloo_backend') else 'missing'}"
@@ -358,12 +368,12 @@ def judge_nccl(
     if not any(r.status == Status.FAIL for r in rows):
         return Result(Status.PASS, summary, metrics=[metric])
     newest = compat.newest_build(capabilities(devices), platform)
-    fix = Remediation(
+    cure = fix(
         "NCCL ships kernels for the GPU architectures it knows; an older NCCL fails its first collective on a "
         f"newer GPU. {f'{newest.name} brings a newer NCCL.' if newest else ''}",
-        [compat.install_command(newest)] if newest else [f"pip install -U nvidia-nccl-cu{torch['cuda'].split('.')[0]}"],
+        lambda: [compat.install_command(newest)] if newest else [f"pip install -U nvidia-nccl-cu{cuda_major(torch)}"],
     )
-    return from_rows(rows, summary, fix, metrics=[metric])
+    return from_rows(rows, summary, cure, metrics=[metric])
 
 
 def _nccl_row(nccl: str, gpu: dict[str, Any]) -> Row:
@@ -382,15 +392,15 @@ def judge_torchvision(torch: dict[str, Any]) -> Result:
     info = torch.get("torchvision") or {}
     have, torch_version = info.get("version"), str(torch.get("version", ""))
     wanted = compat.paired_torchvision(torch_version)
-    fix = Remediation(
+    cure = fix(
         f"torchvision must be a release built for torch {torch_version}; this keeps torch as it is.",
-        [compat.same_build_command(torch, wanted)],
+        lambda: [compat.same_build_command(torch, wanted)],
     )
     if not info.get("installed"):
-        return Result(Status.FAIL, "torchvision is not installed", remediation=fix)
+        return Result(Status.FAIL, "torchvision is not installed", remediation=cure)
     problem = _torchvision_problem(torch, info, wanted)
     if problem:
-        return Result(Status.FAIL, problem, remediation=fix)
+        return Result(Status.FAIL, problem, remediation=cure)
     declared = info.get("requires_torch")
     said = f" (declares torch{declared})" if declared else ""
     where = " on the CPU and the GPU" if info.get("cuda_ops_ok") else ""
@@ -408,21 +418,21 @@ def judge_torchvision_pairing(torch: dict[str, Any]) -> Result:
     this torch, and the CUDA variants their local versions name (+cu121 beside +cu124)."""
     info, torch_version = torch["torchvision"], str(torch["version"])
     have, wanted = str(info["version"]), compat.paired_torchvision(torch_version)
-    fix = Remediation(
+    cure = fix(
         f"torchvision must be a release built for torch {torch_version}; this keeps torch as it is.",
-        [compat.same_build_command(torch, wanted)],
+        lambda: [compat.same_build_command(torch, wanted)],
     )
     if compat.version(have) and compat.version(have) < compat.version(FIRST_COMPILED_TORCHVISION):
         return Result(Status.PASS, f"torchvision {have} is pure Python (compiled ops came in 0.3): any torch runs it")
     if wanted and compat.release_of(have).split(".")[:2] != wanted.split(".")[:2]:
         return Result(
             Status.FAIL, f"torchvision {have} is not built for torch {torch_version} (PyTorch pairs it with {wanted})",
-            remediation=fix,
+            remediation=cure,
         )  # fmt: skip
     ours, theirs = _variant(have), _variant(torch_version)
     if ours and theirs and ours != theirs:
         summary = f"torchvision {have} is a {ours} build beside torch {torch_version}"
-        return Result(Status.FAIL, summary, remediation=fix)
+        return Result(Status.FAIL, summary, remediation=cure)
     return Result(
         Status.PASS,
         f"torchvision {have} pairs with torch {torch_version} (its ops: not in this paste)",
@@ -472,14 +482,14 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
     if not torch.get("cuda") or not nvcc.get("version"):
         return Result(Status.PASS, f"nvcc {nvcc.get('version')} at {nvcc['path']}")
     if nvcc["version"].split(".")[0] != torch["cuda"].split(".")[0]:
-        major = torch["cuda"]
+        cuda = torch["cuda"]
         return Result(
             Status.WARN,
-            f"nvcc {nvcc['version']} on PATH but torch uses CUDA {major}: "
+            f"nvcc {nvcc['version']} on PATH but torch uses CUDA {cuda}: "
             "extension builds (apex, flash-attn, DeepSpeed ops) will fail",
-            remediation=Remediation(
+            remediation=fix(
                 "Point CUDA_HOME and PATH at a toolkit of torch's CUDA major.",
-                [f"export CUDA_HOME=/usr/local/cuda-{major} PATH=/usr/local/cuda-{major}/bin:$PATH"],
+                lambda: [f'export CUDA_HOME=/usr/local/cuda-{word(cuda, "version")} PATH="$CUDA_HOME/bin:$PATH"'],
             ),
         )
     return Result(Status.PASS, f"nvcc {nvcc['version']} matches torch's CUDA {torch['cuda']}")

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from gpudoctor.facts.nvml import usable
     from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
     from gpudoctor.judging import compare, compat, expect, references, visible
+    from gpudoctor.judging.commands import Unsafe, fix, word
     from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
     from gpudoctor.model import (
         SEVERITY,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         Result,
         Row,
         Status,
+        bad_summary,
         from_rows,
         gpu_label,
         gpu_row,
@@ -65,6 +67,9 @@ PROVIDERS = {
     "FACT_NAMES": "gpudoctor.facts.schema",
     "GpuFacts": "gpudoctor.facts.schema",
     "not_captured": "gpudoctor.facts.schema",
+    "Unsafe": "gpudoctor.judging.commands",
+    "fix": "gpudoctor.judging.commands",
+    "word": "gpudoctor.judging.commands",
     "compare": "gpudoctor.judging.compare",
     "compat": "gpudoctor.judging.compat",
     "expect": "gpudoctor.judging.expect",
@@ -77,6 +82,7 @@ PROVIDERS = {
     **dict.fromkeys(
         (
             "SEVERITY",
+            "bad_summary",
             "Metric",
             "Remediation",
             "Result",
@@ -109,11 +115,14 @@ __all__ = [
     "Result",
     "Row",
     "Status",
+    "Unsafe",
+    "bad_summary",
     "check",
     "compare",
     "compat",
     "cuda_version_text",
     "expect",
+    "fix",
     "from_rows",
     "gpu_for_cuda_index",
     "gpu_label",
@@ -131,6 +140,7 @@ __all__ = [
     "same_pci",
     "usable",
     "visible",
+    "word",
     "worst",
 ]
 

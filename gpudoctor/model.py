@@ -73,19 +73,27 @@ class Metric:
     baseline: bool = False  # a figure `gpudoctor baseline save` keeps for later runs to be judged against
     labels: dict[str, str | int] = field(default_factory=dict)
 
-    def said(self) -> str:
-        """The verdict line of a judged figure: `bf16 263 TFLOP/s: 33 % of a healthy H100 SXM (794.5)`: the figure,
-        its share of the figure it was judged against and what that figure is (`latency 9 us: 4.5x the ... (2)`
-        where less is better); a figure judged against nothing is the figure alone. The pass and fail lines and
-        the citation stay in the fields (shown with -v, in the JSON, on the HTML page), never in the line."""
-        head = f"{self.name.replace('_', ' ')} {number(self.value)} {self.unit}".rstrip()
+    def said(self, labels: bool = True) -> str:
+        """The verdict line of a judged figure: `bf16 263 TFLOP/s: 33 % of a healthy H100 SXM (794.5)`: the figure
+        (with its labels, where asked) and its share of what it was judged against (`share`); a figure judged
+        against nothing is the figure alone. The pass and fail lines and the citation stay in the fields (shown
+        with -v, in the JSON, on the HTML page), never in the line."""
+        named = ", ".join(f"{k}={v}" for k, v in self.labels.items()) if labels else ""
+        name = self.name.replace("_", " ") + (f" ({named})" if named else "")
+        head = f"{name} {number(self.value)} {self.unit}".rstrip()
+        share = self.share()
+        return f"{head}: {share}" if share else head
+
+    def share(self) -> str:
+        """What a judged figure is against its reference: `33 % of a healthy H100 SXM (794.5)`, `4.5x the saved
+        baseline (2)` where less is better; "" where it was judged against no number."""
         against = self.reference if finite_number(self.reference) else self.expected
         if not finite_number(self.value) or not finite_number(against) or not against:
-            return head
-        of = self.reference_of or "its pass line"
+            return ""
+        of = self.reference_of or ("its healthy figure" if finite_number(self.reference) else "its pass line")
         if self.comparison == "<=":
-            return f"{head}: {self.value / against:.2g}x {of} ({number(against)})"
-        return f"{head}: {self.value / against * 100:.0f} % of {of} ({number(against)})"
+            return f"{self.value / against:.2g}x {of} ({number(against)})"
+        return f"{self.value / against * 100:.0f} % of {of} ({number(against)})"
 
 
 @dataclass
@@ -124,7 +132,7 @@ class Row:
     @property
     def target(self) -> str:
         """How `nvidia-smi -i` names this GPU: its index, else its PCI bus id or UUID (it takes all three)."""
-        return next((str(v) for v in (self.index, self.pci_bus_id, self.uuid) if v is not None), "<GPU>")
+        return next((str(v) for v in (self.index, self.pci_bus_id, self.uuid) if v is not None), "")
 
 
 @dataclass
@@ -262,22 +270,59 @@ def from_rows(
         return Result(status, ok_summary, rows=rows, metrics=metrics)
     summary = bad_summary(bad)
     if remediation:
-        targets = ",".join(r.target for r in bad) or "<GPU>"
-        commands = [c.replace("<GPU>", targets) for c in remediation.commands]
-        remediation = Remediation(remediation.why, commands, remediation.instead)
+        remediation = aimed(remediation, bad)
     return Result(status, summary, remediation=remediation, rows=rows, metrics=metrics)
 
 
+def aimed(remediation: Remediation, bad: list[Row]) -> Remediation:
+    """The remediation with `<GPU>` in its commands (and its other way's) made the GPUs of the rows that are not
+    fine, each checked as one word (a PCI bus id or UUID from a file is text somebody else wrote); a command left
+    with no GPU it may name is left out, and the reason says how to find it."""
+    from gpudoctor.judging.commands import Unsafe, word
+
+    try:
+        targets = ",".join(word(r.target, "word") for r in bad if r.target)
+    except Unsafe:
+        targets = ""
+    commands = [c.replace("<GPU>", targets) for c in remediation.commands if targets or "<GPU>" not in c]
+    why = remediation.why
+    if len(commands) < len(remediation.commands):
+        why += " (Which GPU: `nvidia-smi -L`, then `-i` with its index.)"
+    instead = aimed(remediation.instead, bad) if remediation.instead else None
+    return Remediation(why, commands, instead, remediation.source)
+
+
+# The length a result's line built from its rows keeps to: it is read in a terminal beside the check's name.
+SUMMARY_ROOM = 100
+
+
 def bad_summary(bad: list[Row]) -> str:
-    """A result's line for its rows that are not fine, short whatever their number: where, and the first clause
-    of the worst row's summary (every row with that same clause named with it), then how many more say something
-    else: `GPUs 0-7: MIG is on` or `GPU 3: bf16 263 TFLOP/s: 33 % of a healthy H100 SXM (794.5); and 2 more`.
-    The rows keep the whole of what each says."""
+    """A result's line for its rows that are not fine, short whatever their number: worst first, where and what a
+    row says (its first clause where the whole is long), every row saying the same named together (`GPUs 0-7:
+    MIG is on`), as many such groups as fit SUMMARY_ROOM, then how many more rows there are (`GPU 3: bf16 263
+    TFLOP/s: 33 % of a healthy H100 SXM (794.5); and 2 more`). The rows keep the whole of what each says."""
     ranked = sorted(bad, key=lambda r: -SEVERITY[r.status])
-    first = ranked[0].summary.split("; ")[0]
-    same = [r for r in ranked if r.summary.split("; ")[0] == first]
-    rest = len(ranked) - len(same)
-    return f"{places([r.where for r in same])}: {first}" + (f"; and {rest} more" if rest else "")
+    groups: dict[str, list[Row]] = {}
+    for row in ranked:
+        groups.setdefault(row.summary, []).append(row)
+    said, told = "", 0
+    for text, rows in groups.items():
+        where = places([r.where for r in rows])
+        part = f"{where}: {text}" if len(where) + len(text) + 2 <= SUMMARY_ROOM else f"{where}: {first_clause(text)}"
+        if said and len(said) + len(part) + 2 > SUMMARY_ROOM:
+            break
+        said, told = f"{said}; {part}" if said else part, told + len(rows)
+    return said + (f"; and {len(ranked) - told} more" if told < len(ranked) else "")
+
+
+def first_clause(text: str) -> str:
+    """Up to the first `; ` outside parentheses (`Xid 92 (high ECC rate: no action; investigate)` is one)."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth <= 0 and text[i + 1 : i + 2] == " ":
+            return text[:i]
+    return text
 
 
 def places(wheres: list[str]) -> str:

@@ -219,7 +219,9 @@ def test_baseline_save_and_judge_on_cpu(tmp_path) -> None:
     args = ("check", "--only", "allreduce", "--json", "--baseline", str(fake), "--config", str(config))
     result = json.loads(gpudoctor(*args).stdout)
     assert result["checks"][0]["status"] == "fail"
-    assert f"baseline {fake}" in result["checks"][0]["summary"]
+    assert "of the saved baseline" in result["checks"][0]["summary"]
+    sources = {m.get("reference_source") for m in result["checks"][0]["metrics"] if m["name"] == "busbw"}
+    assert f"baseline {fake}" in sources
 
 
 def measured(busbw: float) -> list[dict]:
@@ -277,7 +279,9 @@ def test_nvswitch_node_judged_against_the_published_ring_figure(busbw: float, st
     result = allreduce.judge(measured(busbw), 8, "cuda", expect.allreduce_expectation(gpus, topology), 0.75, {})
     assert result.status.value == status
     if status == "fail":
-        assert "expected >= 314.5 GB/s" in result.summary and "nccl-tests/issues/212" in result.summary
+        assert result.summary == "8 ranks (NCCL), busbw 200 GB/s: 54 % of a healthy 8x H100 SXM (370) at 1024 MiB"
+        busbw = result.metrics[0]
+        assert busbw.expected == 314.5 and "nccl-tests/issues/212" in busbw.reference_source
         assert "nvidia-smi topo -m" in result.remediation.commands
 
 
@@ -307,5 +311,6 @@ def test_nccl_settings_are_one_series_labelled_by_variable() -> None:
 def test_configured_floor_overrides_the_table() -> None:
     exp = expect.pick(None, expect.from_setting(400, "min_busbw_gbps"))
     result = allreduce.judge(measured(390.0), 8, "cuda", exp, 0.75, {})
-    assert result.status.value == "fail" and "config min_busbw_gbps" in result.summary
+    assert result.status.value == "fail" and "of the configured minimum (400)" in result.summary
+    assert result.metrics[0].reference_source == "config min_busbw_gbps"
     assert allreduce.judge(measured(400.0), 8, "cuda", exp, 0.75, {}).status.value == "pass"

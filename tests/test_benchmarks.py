@@ -31,7 +31,7 @@ NCCL_TESTS = [
     ("h100-sxm-8gpu-allreduce-nvls.txt", "pass", "on 8x H100 SXM: normal for NVLS"),
     ("a100-sxm4-40gb-8gpu-allreduce.txt", "pass", "on 8x A100 SXM4 40GB: normal for Ring"),
     ("a100-sxm4-40gb-8gpu-reducescatter.txt", "pass", "reduce_scatter"),
-    ("rtx4090-2gpu-pcie-allreduce.txt", "fail", "2.24 GB/s at 2 GiB on 2x GeForce RTX 4090: expected >= 10.71"),
+    ("rtx4090-2gpu-pcie-allreduce.txt", "fail", "2.24 GB/s at 2 GiB on 2x GeForce RTX 4090: 18 % of an estimate"),
     ("gh200-2gpu-2node-1perhost-allreduce-2.18.2.txt", "skip", "unjudgeable, largest message 128 MiB"),
     ("h200-16gpu-2node-socket-ring-allreduce.txt", "skip", "unjudgeable: the network each node uses"),
     ("h100-sxm-16gpu-2node-aws-p5-allreduce-excerpt.txt", "skip", "the device list was cut"),
@@ -243,6 +243,6 @@ def test_a_pasted_topology_judges_an_nvlink_bridged_pair_by_its_bridge() -> None
     eight = nccl_run(7.0)
     eight["devices"] = [{**d, "name": "NVIDIA A100 80GB PCIe"} for d in eight["devices"]]
     over_pcie, _ = judge_text(pairs, eight)
-    assert "PCIe Gen4 x16" in over_pcie.summary and over_pcie.metrics[0].reference < 21.0, over_pcie.summary
+    assert "PCIe Gen4 x16" in over_pcie.metrics[0].reference_source and over_pcie.metrics[0].reference < 21.0
     unseen, fix = judge_text("", a6000_pair(21.0))
     assert unseen.status == Status.SKIP and "topo -m" in fix.commands[0], unseen.summary

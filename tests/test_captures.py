@@ -208,30 +208,28 @@ def test_old_driver_warns_naming_the_newest_build_it_runs() -> None:
     GPUs, and offers both ways: keep the driver with that build, or upgrade it for the newest."""
     result = judge(capture("quadro-p400"))["torch.cuda-driver"]
     assert result.status == Status.WARN
-    assert result.summary == (
-        "driver 418.43 (CUDA 10.1): torch 1.8.1+cu101 (CUDA 10.1.243) is the newest official build it runs; "
-        "torch 2.15.0+cu132 needs >= 595.71.05"
+    assert result.summary == "driver 418.43 runs torch 1.8.1+cu101 at the newest; torch 2.15.0+cu132 needs >= 595.71.05"
+    assert result.remediation.why.startswith(
+        "Driver 418.43 (CUDA 10.1): torch 1.8.1+cu101 (CUDA 10.1.243) is the newest official build it runs."
     )
     assert "R595 or newer" in result.remediation.commands[0]  # the capture does not say the distribution
     assert result.remediation.instead.commands == [
         "pip install torch==1.8.1+cu101 torchvision==0.9.1+cu101 -f https://download.pytorch.org/whl/torch_stable.html"
     ]
-    a10g = judge(capture("a10g"))["torch.cuda-driver"].summary
+    a10g = judge(capture("a10g"))["torch.cuda-driver"].remediation.why
     assert "torch 2.7.1+cu118 (CUDA 11.8.0) is the newest official build it runs, through minor-version" in a10g
     assert "(torch 2.0.1+cu117 fully)" in a10g
 
 
 def test_driver_between_family_and_build_minimum_warns_and_new_driver_names_its_newest_build() -> None:
     a100 = judge(capture("a100-sxm4-v12"))["torch.cuda-driver"]
-    assert a100.status == Status.WARN and "minor-version compatibility" in a100.summary
+    assert a100.status == Status.WARN and "minor-version compatibility" in a100.remediation.why
     assert a100.remediation.commands == [
         "pip install torch==2.15.0+cu126 torchvision --index-url https://download.pytorch.org/whl/cu126"
     ]  # keeping the driver ranks first: it keeps the newest release
     newest = judge(capture("rtx-3080-v13"))["torch.cuda-driver"]
     assert newest.status == Status.PASS
-    assert newest.summary == (
-        "driver 595.58.03 (CUDA 13.2) runs torch 2.15.0+cu130, the newest torch release; cu132 needs >= 595.71.05"
-    )
+    assert newest.summary == "driver 595.58.03 runs torch 2.15.0+cu130, the newest torch; cu132 needs >= 595.71.05"
 
 
 def test_narrow_link_is_flagged_and_idle_downshift_is_not() -> None:
@@ -245,7 +243,7 @@ def test_narrow_link_is_flagged_and_idle_downshift_is_not() -> None:
 def test_mig_instances_and_partial_node_are_reported() -> None:
     results = judge(capture("a100-sxm4-v12"))
     assert "MIG is on (4 instances)" in results["driver.gpu-modes"].summary
-    assert "persistence mode off" in results["driver.gpu-modes"].summary
+    assert "persistence mode off" in results["driver.gpu-modes"].rows[0].summary
     assert results["driver.gpu-count"].summary == "the capture lists 1 of the node's 4 GPUs: the other 3 are not judged"
     assert judge(capture("a100-sxm4-v12"), expect_gpus=4)["driver.gpu-count"].status == Status.WARN
     assert judge(capture("a100-sxm4-v12"), expect_gpus=8)["driver.gpu-count"].status == Status.FAIL
@@ -258,7 +256,7 @@ def test_remapped_rows_not_reported_are_not_called_unsupported_on_an_a100() -> N
 
 def test_processes_are_named_as_nvidia_smi_read_them() -> None:
     summary = judge(capture("tesla-t4"))["driver.processes"].summary
-    assert "pid 675 (/usr/lib/xorg/Xorg graphics) holds 22 MiB" in summary
+    assert "pid 675 (Xorg graphics) holds 22 MiB" in summary  # /usr/lib/xorg/Xorg, as a name
     assert "pid 5762 (python) holds 1005 MiB" in summary
 
 
@@ -270,7 +268,7 @@ def test_partial_capture_is_judged_on_what_it_has() -> None:
     assert results["health.pcie"].summary == "Gen1 x16 now; PCIe maximum link: not in this capture"
     assert results["driver.processes"].summary == "process list: not in this capture"
     assert results["driver.gpu-modes"].summary == (
-        "1 GPU: compute mode Default (persistence mode, MIG mode, infoROM validity: not in this capture)"
+        "1 GPU: compute mode Default; not in this capture: persistence, MIG, infoROM"
     )
     assert results["torch.cuda-driver"].summary == "the driver version is not in this capture"
 
@@ -364,10 +362,7 @@ def test_vgpu_and_windows_captures_are_judged_on_what_they_have() -> None:
         ("<used_memory>22 MiB", "<used_memory>Not available in WDDM driver model"),
     )
     assert wddm["nvml"]["gpus"][0]["driver_model"] == "WDDM"
-    assert (
-        "pid 675 (/usr/lib/xorg/Xorg graphics) holds an unknown amount of memory"
-        in judge(wddm)["driver.processes"].summary
-    )
+    assert "pid 675 (Xorg graphics) holds an unknown amount of memory" in judge(wddm)["driver.processes"].summary
 
 
 def test_a_windows_capture_redirected_by_powershell_is_read(tmp_path: Path) -> None:
@@ -480,9 +475,9 @@ def test_a_real_h100_snapshot_replays_and_is_judged_as_it_was_live() -> None:
     assert replay_nvml(snap) == snap["nvml"]
     offline = judge(snap)
     live = json.loads((REAL / f"{H100}.quick.json").read_text())
-    for check in live["checks"]:
+    for check in live["checks"]:  # the verdicts (the words of a summary are this version's)
         label = check["check_id"] + (f":{check['aspect']}" if check["aspect"] else "")
-        assert (offline[label].status.value, offline[label].summary) == (check["status"], check["summary"]), label
+        assert offline[label].status.value == check["status"], label
 
 
 def test_a_real_h100_capture_reads_what_nvml_gave_on_the_same_gpu() -> None:

@@ -87,7 +87,7 @@ def test_the_report_validates_and_its_figures_round_trip_as_numbers(tmp_path: Pa
     figure = loaded["checks"][0]["rows"][3]["metrics"][0]
     assert figure == {"name": "bf16", "value": 715.0, "unit": "TFLOP/s", "expected": 593.6,
                       "expected_source": "0.6 x peak 989.4 TFLOP/s", "comparison": ">=", "reference": 989.4,
-                      "reference_source": DATASHEET, "baseline": False, "labels": {}}  # fmt: skip
+                      "reference_source": DATASHEET, "reference_of": None, "baseline": False, "labels": {}}  # fmt: skip
 
 
 def test_a_report_written_before_the_reference_fields_still_loads(tmp_path: Path) -> None:
@@ -159,14 +159,16 @@ def test_the_console_shows_a_passing_checks_figures_without_v() -> None:
     text = console_text(results())
     first = DATASHEET.split(";")[0]
     for index in range(8):
-        assert f"GPU {index} bf16: {712 + index} TFLOP/s (pass >= 593.6, healthy 989.4: {first} ...)" in text
-    assert f"busbw{{bytes={GIB}}}: 380 GB/s (pass >= 408, healthy 480: {NVLS.split(';')[0]} ...)" in text
-    assert f"busbw{{bytes={GIB}}}: 300 GB/s (pass >= 408, healthy 480:" in text
-    assert f"time{{bytes={GIB}}}: 4800 us (pass <= {HEALTHY_US / 0.85:.4g}, healthy {HEALTHY_US:.4g}:" in text
+        share = round((712 + index) / 989.4 * 100)
+        assert f"GPU {index} bf16 {712 + index} TFLOP/s: {share} % of its healthy figure (989.4)" in text
+    assert f"busbw (bytes={GIB}) 380 GB/s: 79 % of its healthy figure (480)" in text
+    assert f"busbw (bytes={GIB}) 300 GB/s: 62 % of its healthy figure (480)" in text
+    assert f"time (bytes={GIB}) 4800 us: {4800 / HEALTHY_US:.2g}x its healthy figure ({HEALTHY_US:.4g})" in text
     assert "shm: 256 GiB (expected >= 1.0 GiB, config min_gib)" in text
-    assert "not a measurement" not in text, "the rest of a source is for -v"
+    assert first not in text and "pass >=" not in text, "the citation and the pass line are for -v"
     verbose = console_text(results(), verbose=True)
-    assert f"GPU 0 bf16: 712 TFLOP/s (pass >= 593.6, healthy 989.4: {DATASHEET})" in verbose
+    assert "GPU 0 bf16 712 TFLOP/s: 72 % of its healthy figure (989.4)" in verbose
+    assert "0.6 x peak 989.4 TFLOP/s; healthy figure: NVIDIA H100 SXM datasheet" in verbose, "the citation on -v"
 
 
 def test_the_rows_figures_are_capped_the_failing_gpus_first() -> None:
@@ -174,7 +176,7 @@ def test_the_rows_figures_are_capped_the_failing_gpus_first() -> None:
     check.check_id = "compute.matmul"
     text = console_text([check])
     assert f"... and {16 - console.SHOWN} more figures (-v, or the JSON report)" in text
-    assert "GPU 15 bf16: 500 TFLOP/s (pass >= 593.6" in text and "GPU 11 bf16" not in text
+    assert "GPU 15 bf16 500 TFLOP/s: 51 % of its healthy figure (989.4)" in text and "GPU 11 bf16" not in text
     assert "GPU 11 bf16" in console_text([check], verbose=True)
 
 

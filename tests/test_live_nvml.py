@@ -90,8 +90,8 @@ def test_process_lists_come_back_as_json_with_every_kind(live) -> None:
         {"pid": 4242, "used_mib": 30720, "kinds": ["compute"], "mig_instance": None, "sm_util": 0},
         {"pid": 2105, "used_mib": None, "kinds": ["graphics"], "mig_instance": None, "sm_util": 0},
     ]
-    summary = judge(NODES["other-process"])["driver.processes"].summary
-    assert "pid 2105 (Xorg graphics) holds an unknown amount of memory" in summary
+    row = judge(NODES["other-process"])["driver.processes"].rows[0].summary
+    assert "pid 2105 (Xorg graphics) holds an unknown amount of memory" in row
 
 
 def test_handle_lookup_failures_become_rows_not_a_crash(live) -> None:

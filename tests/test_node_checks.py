@@ -145,7 +145,7 @@ FAULTS = {
         "driver.processes",
         "warn",
         "pid 4242 (python ZOMBIE) holds 30720 MiB",
-        "kill",
+        "ps -o pid,ppid,user,stat,etime,args -p 4242,2105",
     ),
     "cuda-visible-subset": (
         node(system={"env": {"CUDA_VISIBLE_DEVICES": "0,1"}}, torch=torch_sees([0, 1])),
@@ -193,7 +193,7 @@ FAULTS = {
         node("v100-sxm-8x"),
         "torch.arch",
         "fail",
-        "GPU 0: sm_70 has no kernels in this build",
+        "GPUs 0-7: sm_70 has no kernels in this build",
         "whl/cu126",
     ),
     "cudnn-mismatch": (
@@ -256,7 +256,7 @@ FAULTS = {
         node(system={"cpu_affinity": list(range(8))}),
         "system.numa",
         "warn",
-        "GPU 4: on NUMA node 1",
+        "GPUs 4-7: on NUMA node 1",
         "numactl",
     ),
     "nccl-p2p-disabled": (

@@ -146,18 +146,19 @@ def one_signature(monkeypatch) -> None:
 def test_a_signature_is_the_verdict_of_a_check_that_could_not_judge(one_signature: None) -> None:
     [result] = evidence.attach("torch.cuda-driver", [Result(Status.SKIP, "not in this paste")], SIGHTED)
     assert result.status == Status.FAIL and result.aspect == "test-too-old"
-    assert 'line 3, "x too old" (and 1 more line)' in result.summary
+    assert result.summary == "The driver is too old for this torch (the paste, line 3)"
+    assert result.quotes == ["line 3 (and 1 more line like it): x too old"]
     assert result.remediation.commands == ["upgrade to a driver for CUDA 11040"]
-    assert result.remediation.why == "What says so: c10/cuda/CUDAFunctions.cpp"
+    assert result.remediation.source == "c10/cuda/CUDAFunctions.cpp"
 
 
 def test_a_signature_is_quoted_beside_a_failing_verdict_and_stands_beside_a_passing_one(one_signature: None) -> None:
     [failed] = evidence.attach("torch.cuda-driver", [Result(Status.FAIL, "driver 470 < 525")], SIGHTED)
-    assert failed.summary.startswith("driver 470 < 525 The paste shows it: line 3")
+    assert failed.summary == "driver 470 < 525" and failed.quotes == ["line 3 (and 1 more line like it): x too old"]
     [raised] = evidence.attach("torch.cuda-driver", [Result(Status.WARN, "runs only through compat")], SIGHTED)
     assert raised.status == Status.FAIL, "the error happened: a warning beside it is a failure"
     passed, added = evidence.attach("torch.cuda-driver", [Result(Status.PASS, "driver 550 runs cu121")], SIGHTED)
-    assert passed.status == Status.PASS and added.status == Status.WARN and "The facts here pass" in added.summary
+    assert passed.status == Status.PASS and added.status == Status.WARN and "the facts here pass" in added.summary
     assert evidence.attach("torch.arch", [Result(Status.PASS, "ok")], SIGHTED)[0].summary == "ok", "not its owner"
 
 
@@ -168,7 +169,8 @@ def test_two_values_of_one_fact_are_a_finding_naming_both_places() -> None:
     found.fact("nvml.driver_version", "470.82.01", "collect_env", 0)
     [result] = evidence.conflict_results({"paste": paste.summary(found)})
     assert result.status == Status.WARN and result.check_id == "paste.conflicts"
-    assert "'470.82.01' (collect_env, line 1); '535.54.03' (nvidia-smi, line 2)" in result.summary
+    assert result.summary == "the paste states nvml.driver_version 2 ways (lines 1 and 2); the first was judged"
+    assert result.quotes == ["line 1 (collect_env): 470.82.01", "line 2 (nvidia-smi): 535.54.03"]
 
 
 def test_every_signature_names_a_check_that_exists() -> None:
@@ -187,7 +189,8 @@ def test_live_runs_the_checks_the_paste_points_to_on_this_machine(tmp_path: Path
     checks = by_check(proc)
     assert set(checks) - {"plugins.load"} == {"system.shm"}, list(checks)
     texts = " ".join(c["summary"] for c in checks["system.shm"])
-    assert "Seen in the paste" in texts or "The paste shows it" in texts
+    assert "(the paste, line 1)" in texts
+    assert any(q.startswith("line 1") for c in checks["system.shm"] for q in c.get("quotes", []))
     assert json.loads(proc.stdout)["source"].startswith("live, with the paste")
 
 
@@ -255,8 +258,7 @@ def test_a_mixed_paste_gives_the_verdicts_of_a_snapshot_holding_the_same_facts(t
     both = [c for c in pasted if c in known and "skip" not in (pasted[c]["status"], known[c]["status"])]
     assert {"torch.cuda-driver", "torch.cuda-available", "torch.arch", "driver.gpu-count"} <= set(both)
     assert {c: pasted[c]["status"] for c in both} == {c: known[c]["status"] for c in both}
-    assert (
-        pasted["torch.cuda-driver"]["status"] == "fail"
-        and "The paste shows it: line 13" in (pasted["torch.cuda-driver"]["summary"])
+    assert pasted["torch.cuda-driver"]["status"] == "fail" and any(
+        q.startswith("line 13") for q in pasted["torch.cuda-driver"].get("quotes", [])
     )
     assert "paste.conflicts" not in {c.split(":")[0] for c in pasted}, "a name cut to 'NVIDIA GeForce ...' agrees"

@@ -647,7 +647,7 @@ def test_fixes_fill_in_the_line_they_came_from() -> None:
         "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
     )
     [sighting] = [s for s in found.signatures if s["id"] == "c10d-store-port-in-use"]
-    assert ours()["c10d-store-port-in-use"].fixes(sighting["values"]) == ["ss -ltnp 'sport = :29501'"]
+    assert ours()["c10d-store-port-in-use"].fixes(sighting["values"]) == (["ss -ltnp 'sport = :29501'"], [])
 
 
 # ---------------------------------------------------------------------------------------------------------

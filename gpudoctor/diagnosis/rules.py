@@ -6,6 +6,7 @@ process on a GPU. Each rule names what says its cause produces those symptoms (`
 from __future__ import annotations
 
 from gpudoctor.diagnosis import Evidence, Found, Unjudged, occupancy
+from gpudoctor.judging.commands import fix, word
 from gpudoctor.judging.compat import cuda_error
 from gpudoctor.judging.visible import Visible, present, visible
 from gpudoctor.model import Cause, Remediation, Result, Status, cause_from_dict
@@ -128,7 +129,6 @@ def _hides_all(value: str, seen: Visible, gpus: list[dict]) -> Found:
         summary = f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU: {seen.invalid!r} names no GPU here ({there})"
     else:
         summary = f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA ({there} present)"
-    indexes = ",".join(str(g["index"]) for g in gpus)
     return Found(
         Cause(
             "visible-devices-none",
@@ -137,13 +137,18 @@ def _hides_all(value: str, seen: Visible, gpus: list[dict]) -> Found:
             Remediation(
                 "CUDA gives this process only the GPUs CUDA_VISIBLE_DEVICES names; unset it to use every GPU.",
                 ["unset CUDA_VISIBLE_DEVICES"],
-                Remediation("Or name GPUs that exist:", [f"export CUDA_VISIBLE_DEVICES={indexes}"]),
+                fix("Or name GPUs that exist:", lambda: [f"export CUDA_VISIBLE_DEVICES={indexes(gpus)}"]),
             ),
             where=["CUDA_VISIBLE_DEVICES"],
             source=VISIBLE_SOURCE,
         ),
         fold=CUDA_START,
     )
+
+
+def indexes(gpus: list[dict]) -> str:
+    """`0,1,2`: the GPUs' indexes as CUDA_VISIBLE_DEVICES names them (Unsafe where one is not a number)."""
+    return ",".join(word(g["index"], "number") for g in gpus)
 
 
 def _cut_short(value: str, invalid: str, shown: tuple[int, ...], gpus: list[dict]) -> Found:
@@ -154,9 +159,9 @@ def _cut_short(value: str, invalid: str, shown: tuple[int, ...], gpus: list[dict
             Status.WARN,
             f"CUDA_VISIBLE_DEVICES={value!r}: {invalid!r} names no GPU here ({present(gpus)}), so CUDA stops there "
             f"and uses {used} only",
-            Remediation(
+            fix(
                 "CUDA reads CUDA_VISIBLE_DEVICES up to its first invalid entry; name only GPUs that exist.",
-                [f"export CUDA_VISIBLE_DEVICES={','.join(str(g['index']) for g in gpus)}"],
+                lambda: [f"export CUDA_VISIBLE_DEVICES={indexes(gpus)}"],
             ),
             where=["CUDA_VISIBLE_DEVICES"],
             source=VISIBLE_SOURCE,
@@ -206,7 +211,7 @@ def container_without_gpus(ev: Evidence) -> list[Found]:
                 Remediation(
                     "NVIDIA_VISIBLE_DEVICES is read when the container starts: start it again with the GPUs (Docker: "
                     "--gpus all; Kubernetes: a nvidia.com/gpu limit in the pod's resources).",
-                    ["docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all <image>"],
+                    ["docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all IMAGE  # IMAGE: the image it runs"],
                 ),
                 where=["NVIDIA_VISIBLE_DEVICES"],
                 source="NVIDIA Container Toolkit, Environment variables (OCI spec): NVIDIA_VISIBLE_DEVICES none "
@@ -333,18 +338,22 @@ def _end_them(others: list[occupancy.Other], why: str, offline: str = "") -> Rem
     zombies = [o for o in seen if o.status == "zombie"]
     parents = sorted({o.ppid for o in zombies if o.ppid and o.ppid > 1})
     unseen = sorted({o.pid for o in others if o not in seen})
-    commands = []
-    if pids or zombies:
-        listed = ",".join(map(str, [*pids, *sorted({o.pid for o in zombies})]))
-        commands.append(f"ps -o pid,ppid,user,stat,etime,args -p {listed}{offline}")
-    if pids or parents:
-        commands.append(f"kill {' '.join(map(str, [*pids, *parents]))}{offline}")
-    if unseen:
-        commands.append(
-            "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv  "
-            f"# on the host: PID {', '.join(map(str, unseen))} runs outside this container"
-        )
-    return Remediation(why, commands)
+
+    def built() -> list[str]:
+        commands = []
+        if pids or zombies:
+            listed = ",".join(word(p, "number") for p in [*pids, *sorted({o.pid for o in zombies})])
+            commands.append(f"ps -o pid,ppid,user,stat,etime,args -p {listed}{offline}")
+        if pids or parents:
+            commands.append(f"kill {' '.join(word(p, 'number') for p in [*pids, *parents])}{offline}")
+        if unseen:
+            commands.append(
+                "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv  "
+                f"# on the host: PID {', '.join(word(p, 'number') for p in unseen)} runs outside this container"
+            )
+        return commands
+
+    return fix(why, built)
 
 
 def _who(uses: dict[int, occupancy.Use]) -> str:

@@ -344,9 +344,7 @@ class Gateway:
     def _utilization(self, d: Dev) -> dict[str, int] | None:
         """How busy the GPU was over NVML's last sample period: the share of time a kernel ran, and the memory
         controller's."""
-        return self.q(
-            "nvmlDeviceGetUtilizationRates", d, convert=lambda u: {"gpu": u["gpu"], "memory": u["memory"]}
-        )
+        return self.q("nvmlDeviceGetUtilizationRates", d, convert=lambda u: {"gpu": u["gpu"], "memory": u["memory"]})
 
     def _sm_use(self, d: Dev) -> dict[int, int] | None:
         """Each process's highest SM utilisation (%) in NVML's samples of the last UTIL_WINDOW_S seconds: {} where

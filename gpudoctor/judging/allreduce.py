@@ -113,7 +113,7 @@ def judge(
     if status != Status.PASS:
         return Result(
             status,
-            f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said()} at {size}",
+            f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said(labels=False)} at {size}",
             basis="figure",
             metrics=metrics,
             remediation=Remediation(
@@ -127,7 +127,7 @@ def judge(
         )
     return Result(
         status,
-        f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said()} at {size}",
+        f"{world} ranks ({'NCCL' if device == 'cuda' else 'gloo'}), {metric.said(labels=False)} at {size}",
         basis="figure",
         metrics=metrics,
     )

@@ -20,8 +20,8 @@ KINDS = {
     "variant": re.compile(r"cu\d{2,4}|cpu|rocm\d{1,2}(?:\.\d{1,2}){0,2}|xpu"),  # a wheel's local tag
     "number": re.compile(r"\d{1,12}"),
     # Linux interface names: at most 15 bytes (IFNAMSIZ 16, with its NUL), no '/', no white space, not '.' or '..'
-    # (net/core/dev.c dev_valid_name); kept to the characters names are made of.
-    "interface": re.compile(r"(?!\.{1,2}$)[A-Za-z0-9_.:@-]{1,15}"),
+    # (net/core/dev.c dev_valid_name); kept to the characters names are made of, never one that reads as an option.
+    "interface": re.compile(r"(?!\.{1,2}$)[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}"),
     "variable": re.compile(r"[A-Z_][A-Z0-9_]{0,63}"),  # an environment variable's name
     "node": re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})"),  # a host name as Slurm lists it
     "word": re.compile(r"[A-Za-z0-9_.:@%+,/=-]{1,200}"),  # a path, a package, a library name

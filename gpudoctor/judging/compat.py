@@ -11,12 +11,14 @@ be asked: which builds exist, which driver each needs, and what to install inste
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from gpudoctor.judging.commands import fix, word
 from gpudoctor.judging.hardware import load_data
 from gpudoctor.model import Remediation
 
@@ -194,17 +196,20 @@ def install_command(chosen: Build) -> str:
     """One pip command that installs this build with its torchvision, where PyTorch's previous-versions page
     has them: the find-links page (1.0 to 1.10), the variant's extra index (1.11 to 1.13), the variant's index
     (2.0 on). Versions carry the variant's local tag (`==2.14.0+cu126`), so pip replaces an installed build
-    of the same release in another variant instead of keeping it as satisfying `==2.14.0`."""
-    local = f"+{chosen.tag}"
+    of the same release in another variant instead of keeping it as satisfying `==2.14.0`. Each value is checked
+    for what it must be and quoted (commands.word): a release from a paste that is not one raises Unsafe."""
+    tag = word(chosen.tag, "variant")
+    local = f"+{tag}"
+    torch = f"torch=={word(chosen.torch, 'release')}{local}"
     if chosen.torchvision is None:
-        vision = " torchvision"
+        vision = "torchvision"
     elif chosen.torchvision.count(".") == 1:
-        vision = f" 'torchvision=={chosen.torchvision}.*'"  # a release series, quoted for the shell
+        vision = shlex.quote(f"torchvision=={word(chosen.torchvision, 'version')}.*")  # a series: quoted
     else:
-        vision = f" torchvision=={chosen.torchvision}{local}"
-    page = f"{WHEEL_INDEX}/{chosen.tag}"
-    where = {"find-links": f"-f {FIND_LINKS}", "extra-index": f"--extra-index-url {page}"}
-    return f"pip install torch=={chosen.torch}{local}{vision} {where.get(chosen.install, f'--index-url {page}')}"
+        vision = f"torchvision=={word(chosen.torchvision, 'release')}{local}"
+    page = f"{WHEEL_INDEX}/{tag}"
+    where = {"find-links": ["-f", FIND_LINKS], "extra-index": ["--extra-index-url", page]}
+    return " ".join(["pip", "install", torch, vision, *where.get(chosen.install, ["--index-url", page])])
 
 
 def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
@@ -368,7 +373,7 @@ def driver_fix(
             ["nvidia-smi --query-gpu=name,compute_cap --format=csv"],
         )
     if driver_runs(driver, target) == "full":
-        return Remediation(f"Install {target.name}: driver {driver} runs it.", [install_command(target)])
+        return fix(f"Install {target.name}: driver {driver} runs it.", lambda: [install_command(target)])
     upgrade = _upgrade_way(target, driver, os_release, installed=target is wanted)
     if keep is None or upgrade is None:
         return upgrade or (_keep_way(keep, driver, capabilities) if keep else _unknown_way(target))
@@ -379,17 +384,17 @@ def driver_fix(
 
 
 def _unknown_way(target: Build) -> Remediation:
-    return Remediation(
+    return fix(
         f"No minimum driver is known for CUDA {target.toolkit}: install the newest driver of your distribution "
         f"or NVIDIA's, then {target.name}.",
-        ["nvidia-smi | head -4", install_command(target)],
+        lambda: ["nvidia-smi | head -4", install_command(target)],
     )
 
 
 def _keep_way(keep: Build, driver: str | None, capabilities: list[tuple[int, int]]) -> Remediation:
-    return Remediation(
+    return fix(
         f"Keep driver {driver}: {runs_summary(keep, driver, capabilities)}, with kernels for every GPU here.",
-        [install_command(keep)],
+        lambda: [install_command(keep)],
     )
 
 
@@ -403,6 +408,10 @@ def runs_summary(keep: Build, driver: str | None, capabilities: list[tuple[int, 
     return text + ", through minor-version compatibility" + (f" ({fully.name} fully)" if fully else "")
 
 
+def then(target: Build, installed: bool) -> list[str]:
+    return [] if installed else [install_command(target)]
+
+
 def _upgrade_way(
     target: Build, driver: str | None, os_release: dict[str, str] | None, installed: bool
 ) -> Remediation | None:
@@ -411,11 +420,10 @@ def _upgrade_way(
     needed = toolkit_minimum(target.toolkit, target.platform)
     if not needed:
         return None
-    then = [] if installed else [install_command(target)]
     keeps = "keep the installed torch" if installed else f"install {target.name}"
-    return Remediation(
+    return fix(
         f"Upgrade the driver to >= {needed} (CUDA {target.toolkit} needs it) and {keeps}.",
-        [*driver_install(needed, os_release, target.platform), *then],
+        lambda: [*driver_install(needed, os_release, target.platform), *then(target, installed)],
     )
 
 
@@ -441,6 +449,7 @@ def driver_install(minimum: str, os_release: dict[str, str] | None, platform: st
     """Commands that install a driver of at least `minimum` with the package names this node's distribution
     uses (nvidia.toml [distro_packages]): the lowest branch that reaches it, where the distribution ships one."""
     packages = nvidia_table()["distro_packages"]
+    minimum = word(minimum, "version")
     if platform == "windows":
         return [f"start {packages['windows']['download']}"]
     branch = driver_branch(minimum) or int(minimum.split(".")[0])
@@ -473,7 +482,7 @@ def _ubuntu_driver(ubuntu: dict[str, Any], codename: str, branch: int, minimum: 
 def _debian_driver(packages: dict[str, Any], version_id: str, branch: int, platform: str) -> list[str]:
     """Debian's own `nvidia-driver` (contrib, non-free) where its release ships a new enough branch, else
     NVIDIA's CUDA repository for that release (its cuda-keyring package first)."""
-    release = version_id.split(".")[0]
+    release = word(version_id.split(".")[0], "number")
     shipped = packages["debian"]["driver_branch"].get(release)
     if shipped and shipped >= branch:
         return ["sudo apt install nvidia-driver"]

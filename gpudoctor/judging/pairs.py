@@ -444,7 +444,7 @@ def _confirm_link(look: FirstLook, pair: Pair, retest: Retest) -> Named:
 SLOW_NODE = Remediation(
     "A node slow to every peer has a degraded NIC, cable, switch port or a rate limit of its own; an unconfirmed "
     "one was slow once and fine against a good node (noise, or a passing load): watch it, do not drain it.",
-    ["ibstat", "ethtool <IFACE> | grep -i speed", "tc qdisc show"],
+    ["ibstat", "grep -H . /sys/class/net/*/speed  # each interface's speed in Mb/s", "tc qdisc show"],
 )
 SLOW_LINK = Remediation(
     "A link slow between two otherwise fast nodes is a cable, a switch port or a route between them.",
@@ -496,9 +496,7 @@ def _node_row(look: FirstLook, node: int, named: Named | None, metric: str) -> R
     name = look.names[node]
     if named is not None:
         figure = compare.figure(metric, named.value, "GB/s", named.reference, named.allow, {"node": name})
-        return Row(
-            named.status, named.summary, node=name, metrics=[figure], confirmed=named.confirmed, basis="figure"
-        )
+        return Row(named.status, named.summary, node=name, metrics=[figure], confirmed=named.confirmed, basis="figure")
     value = look.figures[node]
     figure = compare.figure(metric, value, "GB/s", look.reference, look.allow, {"node": name})
     text = f"{value:.3g} GB/s at best, {value / look.reference.value:.2f}x the reference"

@@ -62,8 +62,9 @@ def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside:
     if beside:
         said += f"; the facts here {beside.value}"
     facts_say = " The facts here judged sound: the error came from another machine, a container or an earlier state."
-    commands = signature.fixes(sighting.get("values") or {})
-    why = f"{signature.cause}{facts_say if beside else ''}"
+    commands, refused = signature.fixes(sighting.get("values") or {})
+    left = f" (a command left out: {'; '.join(refused)})" if refused else ""
+    why = f"{signature.cause}{facts_say if beside else ''}{left}"
     return Result(
         Status.WARN if beside else Status(signature.status),
         said,

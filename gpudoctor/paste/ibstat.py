@@ -106,4 +106,3 @@ def _step(line: str, number: int, device: str | None, port: Port | None, ports: 
         port.values.setdefault(match.group(1).replace(" ", "_"), match.group(2).strip())
         return None, port
     return None, None
-

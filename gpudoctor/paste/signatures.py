@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from gpudoctor.judging.commands import Unsafe, word
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -57,9 +58,23 @@ class Signature:
         """The verdict line: the signature's `summary`, else its cause's first clause."""
         return self.summary or self.cause.split(". ")[0].split(": ")[0].rstrip(".")
 
-    def fixes(self, values: dict[str, Any]) -> list[str]:
-        """The fix commands with the match's groups filled in (a group not matched leaves its name)."""
-        return [re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), c) for c in self.fix]
+    def fixes(self, values: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """The fix commands with the match's groups filled in, each value checked as one shell word and quoted
+        (commands.word); a command whose value the paste does not give, or gives as no word, is left out, and
+        the second list says why."""
+        built, refused = [], []
+        for command in self.fix:
+            try:
+                built.append(re.sub(r"\{(\w+)\}", lambda m: _filled(values, m.group(1)), command))
+            except Unsafe as exc:
+                refused.append(str(exc))
+        return built, refused
+
+
+def _filled(values: dict[str, Any], name: str) -> str:
+    if values.get(name) in (None, ""):
+        raise Unsafe(f"the paste does not show the {name}")
+    return word(values[name], "word")
 
 
 @functools.cache

@@ -97,15 +97,28 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 def add(table: Table, *cells: RenderableType) -> None:
     """A table row whose text cells are shown as they are: a string is never read as Rich markup (a pasted
-    "[link=...]" or "[/opt/conda/...]" stays text, and cannot hide, link or break the report)."""
-    table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
+    "[link=...]" or "[/opt/conda/...]" stays text, and cannot hide, link or break the report), and a run of white
+    space in it is one space (it cannot push what follows onto a line of its own)."""
+    table.add_row(*(Text(" ".join(cell.split())) if isinstance(cell, str) else cell for cell in cells))
 
 
 def emit(console: Console, renderable: RenderableType) -> None:
     """Print `renderable` laid out at the console's width with no trailing spaces on any line (Rich pads table
-    cells and titles to their width)."""
+    cells and titles to their width). Commands are printed by `verbatim` only: a line laid out here that would
+    begin with `$` (text from a paste wrapped there) begins with `…` instead, so it cannot pass for a command."""
     for line in console.render_lines(renderable, pad=False):
-        console.print(Segments([*_rstripped(line), Segment.line()]), soft_wrap=True, end="")
+        console.print(Segments([*_unlike_a_command(_rstripped(line)), Segment.line()]), soft_wrap=True, end="")
+
+
+def _unlike_a_command(line: list[Segment]) -> list[Segment]:
+    for index, segment in enumerate(line):
+        if segment.control or not segment.text.strip():
+            continue
+        if segment.text.lstrip().startswith("$"):
+            spaces = len(segment.text) - len(segment.text.lstrip())
+            line[index] = Segment(f"{segment.text[:spaces]}…{segment.text[spaces:]}", segment.style)
+        break
+    return line
 
 
 def _rstripped(line: list[Segment]) -> list[Segment]:
@@ -121,7 +134,8 @@ def _rstripped(line: list[Segment]) -> list[Segment]:
 def verbatim(console: Console, text: str, style: str = "") -> None:
     """One line exactly as given, whatever the width: never wrapped, cropped or padded (a command, a node list
     to paste)."""
-    console.print(Text(text.rstrip(), style=style), soft_wrap=True)
+    one_line = text.rstrip().replace("\r", "\\r").replace("\n", "\\n")
+    console.print(Text(one_line, style=style), soft_wrap=True)
 
 
 def _label_width(results: list[Result]) -> int:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 from gpudoctor.model import finite_number
+from gpudoctor.report.document import SCHEMA_VERSION
 
 STATUSES = ("fail", "error", "timeout", "warn", "pass", "skip")
 RANK = {status: n for n, status in enumerate(STATUSES)}  # worst first
@@ -137,7 +138,7 @@ def _node_body(document: dict[str, Any]) -> str:
             _header(document, f"node {document.get('host')}"),
             _problems(checks, document.get("causes")),
             _gpu_grid(checks),
-            _figures(checks),
+            _figures(checks, old=document.get("schema_version", SCHEMA_VERSION) < 3),
             "<h2>Every check</h2>",
             _check_table(checks),
         ]
@@ -215,13 +216,15 @@ def _gpu_cell(check: dict[str, Any], gpu: int) -> str:
     return f'<td class="cell {e(status)}" title="{e(_label(check))}: {e(text)}"></td>'
 
 
-def _figures(checks: list[dict[str, Any]]) -> str:
+def _figures(checks: list[dict[str, Any]], old: bool = False) -> str:
     """Each figure judged against a number: a bar of the figure, a tick for its pass line and one for the healthy
-    figure that line is a fraction of (where known), its sources beside it and on hover."""
+    figure that line is a fraction of (where known), its sources beside it and on hover. A report of schema 2
+    (`old`) wrote its pass lines as text: read as numbers."""
+    read = _numeric if old else (lambda metric: metric)
     found = []
     for check in checks:
-        found += [(check, None, _numeric(m)) for m in check.get("metrics", [])]
-        found += [(check, r, _numeric(m)) for r in check.get("rows", []) for m in r.get("metrics", [])]
+        found += [(check, None, read(m)) for m in check.get("metrics", [])]
+        found += [(check, r, read(m)) for r in check.get("rows", []) for m in r.get("metrics", [])]
     judged = [(c, r, m) for c, r, m in found if finite_number(m.get("value")) and finite_number(m.get("expected"))]
     if not judged:
         return ""
