@@ -39,6 +39,7 @@ class Options:
     device: str = "auto"
     offline: bool = False
     baseline: dict[str, Any] | None = None
+    pasted_only: bool = False  # `only` came from a paste's signatures (--live): the level still bounds it
 
 
 @dataclass

@@ -61,7 +61,7 @@ def read_input(path: Path | str, what: str, error: type[Exception], limit: int =
     input for `-`: never a device or socket (/dev/zero never ends), never more than `limit`; else `error`
     with one line."""
     stdin = str(path) == "-"
-    data = sys.stdin.buffer.read(limit + 1) if stdin else _read_path(Path(path), what, error, limit)
+    data = _read_stdin(limit, what, error) if stdin else _read_path(Path(path), what, error, limit)
     if len(data) > limit:
         raise error(f"{what} {path} is larger than {limit // 2**20} MB, the most gpudoctor reads")
     return data
@@ -72,13 +72,14 @@ def _read_path(path: Path, what: str, error: type[Exception], limit: int) -> byt
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO's open does not wait for a writer
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}") from None
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind not in (stat.S_IFIFO, stat.S_IFREG):
+        os.close(fd)  # a folder is not even opened as a file object (fdopen refuses it with a traceback)
+        raise error(f"{what} {path} is {KINDS.get(kind, 'not a regular file')}, not a file gpudoctor reads")
     with os.fdopen(fd, "rb", buffering=0) as handle:
-        kind = stat.S_IFMT(os.fstat(fd).st_mode)
         try:
             if kind == stat.S_IFIFO:
                 return _read_pipe(fd, limit, path, what, error)
-            if kind != stat.S_IFREG:
-                raise error(f"{what} {path} is {KINDS.get(kind, 'not a regular file')}, not a file gpudoctor reads")
             os.set_blocking(fd, True)
             return handle.read(limit + 1)
         except OSError as exc:
@@ -86,6 +87,15 @@ def _read_path(path: Path, what: str, error: type[Exception], limit: int) -> byt
 
 
 PIPE_WAIT_S = 30.0  # a pipe that sends nothing for this long has no writer that will
+
+
+def _read_stdin(limit: int, what: str, error: type[Exception]) -> bytes:
+    """Standard input as a pipe is read (the same silence limit): a terminal or a pipe nobody writes to is an
+    error after PIPE_WAIT_S, not a wait without end; a file redirected in is read whole."""
+    fd = sys.stdin.fileno()
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return sys.stdin.buffer.read(limit + 1)
+    return _read_pipe(fd, limit, Path("-"), what, error)
 
 
 def _read_pipe(fd: int, limit: int, path: Path, what: str, error: type[Exception]) -> bytes:
@@ -96,7 +106,8 @@ def _read_pipe(fd: int, limit: int, path: Path, what: str, error: type[Exception
     while size <= limit:
         ready, _, _ = select.select([fd], [], [], PIPE_WAIT_S)
         if not ready:
-            raise error(f"{what} {path} is a FIFO that sent nothing for {PIPE_WAIT_S:g} s")
+            said = "standard input" if str(path) == "-" else f"{what} {path}"
+            raise error(f"{said} sent nothing for {PIPE_WAIT_S:g} s (a pipe whose writer never writes)")
         try:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
         except BlockingIOError:

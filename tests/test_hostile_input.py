@@ -51,7 +51,7 @@ def test_a_fifo_nobody_writes_is_waited_on_for_a_bounded_time(tmp_path: Path, mo
     fifo = tmp_path / "evil.json"
     os.mkfifo(fifo)
     monkeypatch.setattr(files, "PIPE_WAIT_S", 0.5)
-    with pytest.raises(snapshot.SnapshotError, match=re.escape("is a FIFO that sent nothing for 0.5 s")):
+    with pytest.raises(snapshot.SnapshotError, match=re.escape("sent nothing for 0.5 s")):
         inputs.load(fifo)
     holder = os.open(fifo, os.O_RDWR)  # a writer that holds it open and sends nothing
     try:
@@ -257,3 +257,40 @@ def test_escape_sequences_in_a_saved_report_never_reach_the_terminal(tmp_path: P
         proc = gpudoctor(*command)
         assert "\x1b" not in proc.stdout + proc.stderr and "\x9b" not in proc.stdout + proc.stderr
         assert "\\x1b[2K" in proc.stdout, proc.stdout
+
+
+def test_a_folder_given_to_from_is_a_usage_error(tmp_path: Path) -> None:
+    proc = gpudoctor("check", "--from", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    one_line(proc, "is a folder, not a file gpudoctor reads")
+
+
+def test_standard_input_that_stays_silent_is_an_error_not_a_wait(monkeypatch) -> None:
+    """`--from -` with a writer that holds the pipe open and never writes: one line after the silence limit, as
+    for a FIFO."""
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(read_end, "rb", closefd=False) as stdin:
+            monkeypatch.setattr(files, "PIPE_WAIT_S", 0.5)
+            monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": stdin, "fileno": stdin.fileno})())
+            with pytest.raises(snapshot.SnapshotError, match=re.escape("standard input sent nothing for 0.5 s")):
+                files.read_input("-", "snapshot", snapshot.SnapshotError)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("name,code", [("h100-sxm-8x", 0), ("fault-xid-79", 1)])
+def test_a_reader_closing_the_pipe_never_changes_the_exit_code(name: str, code: int) -> None:
+    """`gpudoctor check ... | head -1`: the pipe closes before the report is written; the exit code is still the
+    verdict's (Rich's own broken-pipe exit status 1 would read as "drain" to a hook)."""
+    for fmt in ("console", "json"):
+        proc = subprocess.Popen(
+            [GPUDOCTOR, "check", "--from", str(SNAPSHOTS / f"{name}.json"), "--format", fmt, "-v"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, (fmt, err[-400:])
+        assert b"Traceback" not in err and b"Exception ignored" not in err, err[-400:]

@@ -194,6 +194,36 @@ def test_live_runs_the_checks_the_paste_points_to_on_this_machine(tmp_path: Path
     assert json.loads(proc.stdout)["source"].startswith("live, with the paste")
 
 
+def test_live_believes_only_what_this_machine_confirms(tmp_path: Path) -> None:
+    """A pasted failure this machine cannot check (no GPU here) is what the paste says, a warning with the command
+    that confirms it on the machine it came from: never a failed live report, never a reboot for a machine nobody
+    saw fail."""
+    paste = tmp_path / "rminit.txt"
+    paste.write_text("NVRM: RmInitAdapter failed! (0x22:0x56:667)\nNVRM: rm_init_adapter failed, device minor 0\n")
+    proc = gpudoctor("check", "--from", str(paste), "--live", "--json", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    [said] = by_check(proc)["driver.gpu-count"]
+    assert said["status"] == "warn" and said["summary"].startswith("the paste says ")
+    assert said["remediation"]["commands"] == [
+        "gpudoctor check --only driver.gpu-count  # on the machine the paste is from"
+    ]
+    assert "reboot" not in proc.stdout and "poweroff" not in proc.stdout
+
+
+def test_live_runs_the_paste_s_workloads_only_at_their_level(tmp_path: Path) -> None:
+    """A watchdog timeout points at the all-reduce workload, a standard-level check: at --level quick it is named
+    and skipped with the level it needs, not run."""
+    paste = tmp_path / "watchdog.txt"
+    paste.write_text(
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
+        "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n"
+    )
+    proc = gpudoctor("check", "--from", str(paste), "--live", "--json", "--level", "quick", timeout=120)
+    [said] = by_check(proc)["allreduce.bandwidth"]
+    assert said["status"] == "warn" and "--level standard" in said["remediation"]["why"], said
+    assert said["duration_s"] < 5, "the workload did not run"
+
+
 def test_live_without_a_paste_is_a_usage_error(tmp_path: Path) -> None:
     proc = gpudoctor("check", "--live")
     assert proc.returncode == 2 and "--from" in proc.stderr

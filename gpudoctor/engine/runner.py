@@ -58,6 +58,8 @@ def _require_known(pattern: str, specs: list[CheckSpec]) -> None:
 def unmet(spec: CheckSpec, ctx: CheckContext) -> str | None:
     """Why a check cannot run here, or None. A failed prerequisite is a skip with that reason."""
     needs = set(spec.needs)
+    if ctx.options.pasted_only and LEVELS.index(spec.level) > LEVELS.index(ctx.options.level):
+        return f"the paste points here, but this check runs at --level {spec.level} (this run: {ctx.options.level})"
     if "cluster" in needs and ctx.cluster is None:
         return "not in cluster mode: run one gpudoctor per node under torchrun or srun"
     if "live" in needs and ctx.options.offline:
@@ -167,7 +169,7 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
     if "paste" in ctx.facts:
         from gpudoctor.paste.evidence import attach
 
-        results = attach(spec.id, results, ctx.facts)
+        results = attach(spec.id, results, ctx.facts, live=not ctx.options.offline)
     elapsed = time.monotonic() - started
     for result in results:
         result.check_id = result.check_id or spec.id

@@ -31,12 +31,16 @@ def signatures_of(check_id: str, facts: dict[str, Any]) -> list[tuple[Signature,
     return list(seen.values())
 
 
-def attach(check_id: str, results: list[Result], facts: dict[str, Any]) -> list[Result]:
-    """`results` of `check_id` with the paste's evidence for it joined, as the module docstring says."""
+def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bool = False) -> list[Result]:
+    """`results` of `check_id` with the paste's evidence for it joined, as the module docstring says. `live`: the
+    results are this machine's (--live), which believes only what it checked: a sighting its check could not
+    judge here is what the paste says, a warning with the command that confirms it, never a failure."""
     sightings = signatures_of(check_id, facts)
     if not sightings:
         return results
     if all(r.status == Status.SKIP for r in results):
+        if live:
+            return [_unconfirmed(check_id, results[0].summary, *s) for s in sightings]
         return [_verdict(*s) for s in sightings]
     judged = worst([r.status for r in results])
     if judged in (Status.FAIL, Status.WARN, Status.ERROR, Status.TIMEOUT):
@@ -45,6 +49,22 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any]) -> list[
         lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
         return results
     return results + [_verdict(*s, beside=judged) for s in sightings]
+
+
+def _unconfirmed(check_id: str, why_not: str, signature: Signature, sighting: dict[str, Any], count: int) -> Result:
+    """A paste's claim this machine could not check (`why_not`: the check's reason for skipping here)."""
+    return Result(
+        Status.WARN,
+        f"the paste says {signature.headline} (line {sighting['line']}); not confirmed on this machine",
+        aspect=signature.id,
+        remediation=Remediation(
+            f"{signature.cause} This machine could not check it ({why_not}): confirm it on the machine the paste "
+            "came from before acting on it.",
+            [f"gpudoctor check --only {check_id}  # on the machine the paste is from"],
+            source=signature.source,
+        ),
+        quotes=[quoted(sighting, count)],
+    )
 
 
 def quoted(sighting: dict[str, Any], count: int) -> str:

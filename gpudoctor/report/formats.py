@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -144,13 +145,39 @@ def show(
 ) -> int:
     """The report on `out` (the CLI's stdout) in format `name`, the console's sized and coloured for it where
     it is a terminal (`saved`: read back from its JSON); the exit code that format answers with."""
-    if name == CONSOLE:
-        from rich.console import Console
+    code = FORMATS[name].exit_code(document)
+    try:
+        if name == CONSOLE:
+            _draw(_screen(out), document, results, verbose, saved)
+        else:
+            out.write(FORMATS[name].render(document))
+        out.flush()
+    except BrokenPipeError:
+        _closed(out)
+    return code
 
-        _draw(Console(file=out), document, results, verbose, saved)
-    else:
-        out.write(FORMATS[name].render(document))
-    return FORMATS[name].exit_code(document)
+
+def _screen(out: TextIO) -> Console:
+    """Rich's console on `out`, except that a reader closing the pipe (`| head -1`) ends the output, not the run
+    with Rich's own exit status 1, which a hook reads as "drain the node": the verdict's code stands."""
+    from rich.console import Console
+
+    class Screen(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return Screen(file=out)
+
+
+def _closed(out: TextIO) -> None:
+    """Point the closed stream at /dev/null, so what is left in its buffer and Python's own flush at exit write
+    nowhere instead of failing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _draw(screen: Console, document: dict[str, Any], results: list[Result], verbose: bool, saved: bool) -> None:
