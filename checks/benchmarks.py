@@ -7,6 +7,7 @@ the hardware. Pure judges of facts; nothing runs."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
@@ -559,7 +560,21 @@ def dcgm_diag(ctx: CheckContext) -> Result:
     if not tests:
         return Result(Status.SKIP, "no dcgmi diag output in this file")
     rows = [dcgm_row(test) for test in tests]
-    return combine(rows, "DCGM test")
+    result = combine(rows, "DCGM test")
+    result.quotes = [
+        f"DCGM {test.get('name') or 'test'}: {message}"
+        for test in tests
+        if DCGM_STATUS.get(str(test.get("result") or "").lower()) in (Status.FAIL, Status.WARN)
+        for message in test.get("messages") or []
+    ]
+    return result
+
+
+def first_sentence(text: str, room: int = 80) -> str:
+    """A message's first sentence, at most `room` characters cut at a word (DCGM's run on: "GPU 0 Thermal
+    violations totaling 13.3 seconds ... Verify that the cooling ..."); the whole stays quoted."""
+    head = re.split(r"(?<=[a-z0-9)])\.?\s+(?=Verify|Check|Please|Run|Reset|Rerun)|\.\s", text, maxsplit=1)[0]
+    return head if len(head) <= room else head[: room - 1].rsplit(" ", 1)[0] + "…"
 
 
 DCGM_STATUS = {"pass": Status.PASS, "fail": Status.FAIL, "warn": Status.WARN, "skip": Status.SKIP}
@@ -569,7 +584,7 @@ def dcgm_row(test: dict[str, Any]) -> Judged:
     status = DCGM_STATUS.get(str(test.get("result") or "").lower(), Status.SKIP)
     failing = [g for g, r in (test.get("gpus") or {}).items() if str(r).lower() == "fail"]
     where = f" on GPU {', '.join(failing)}" if failing else ""
-    said = "; ".join(test.get("messages") or [])
+    said = first_sentence("; ".join(test.get("messages") or []))
     metrics = [
         Metric(
             str(f.get("name") or "figure"),
@@ -580,7 +595,7 @@ def dcgm_row(test: dict[str, Any]) -> Judged:
         for f in test.get("figures") or []
         if isinstance(f.get("value"), int | float)
     ]
-    text = f"{test.get('result')}{where}" + (f": {said[:300]}" if said and status != Status.PASS else "")
+    text = f"{test.get('result')}{where}" + (f": {said}" if said and status != Status.PASS else "")
     fix = None
     if status in (Status.FAIL, Status.WARN):
         fix = Remediation(

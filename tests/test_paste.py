@@ -69,6 +69,13 @@ def test_every_real_sample_is_read_and_judged_without_a_broken_check(path: Path)
     assert document["paste"]["kinds"] == facts["paste"]["kinds"]
     broken = [c for c in document["checks"] if c["status"] == "error"]
     assert broken == [], broken
+    assert not [c["summary"] for c in document["checks"] if cut_to_fit(c)], "a summary is a sentence, not a page"
+
+
+def cut_to_fit(check: dict) -> bool:
+    """Whether a result's summary was too long and was cut by the report (its whole moved to `detail`)."""
+    summary, detail = check["summary"], check.get("detail") or ""
+    return len(summary) > 200 or (summary.endswith("…") and detail.startswith(summary[:-1]))
 
 
 def test_gzip_standard_input_and_text_that_starts_like_json_or_xml_are_read(tmp_path: Path) -> None:

@@ -189,11 +189,14 @@ def _first_steps(
     for entry in shown:
         table = _row_table(width)
         if isinstance(entry, Cause):
-            add(table, badge(entry.status), label_text(entry.id, width), entry.summary)
+            add(
+                table, badge(entry.status), label_text(entry.id, width), verdict(entry.summary, console, width, verbose)
+            )
             if entry.explains:
                 add(table, "", "", Text(f"explains {', '.join(entry.explains)}", style="dim"))
         else:
-            add(table, badge(entry.status), label_text(entry.label, width), _problem(entry, place))
+            said = verdict(_problem(entry, place), console, width, verbose)
+            add(table, badge(entry.status), label_text(entry.label, width), said)
             _add_quotes(table, console, entry.quotes[:2], width)
         _first_fix(console, table, entry.remediation, width)
     if len(entries) > len(shown):
@@ -287,7 +290,12 @@ def _render_area(console: Console, area: str, results: list[Result], verbose: bo
     emit(console, Text(area, style="bold"))
     table = _row_table(width)
     for result in results:
-        add(table, badge(result.status), label_text(result.label, width), result.summary)
+        add(
+            table,
+            badge(result.status),
+            label_text(result.label, width),
+            verdict(result.summary, console, width, verbose),
+        )
         _add_quotes(table, console, result.quotes if verbose else result.quotes[:SHOWN_QUOTES], width)
         if result.explained_by:
             add(table, "", "", Text(f"explained by {result.explained_by} (do this first)", style="dim"))
@@ -318,11 +326,21 @@ def _add_quotes(table: Table, console: Console, quotes: list[str], width: int) -
 MIN_QUOTE = 20
 
 
+def verdict(text: str, console: Console, width: int, verbose: bool) -> str:
+    """A verdict as its line shows it: one line beside the status and the check, cut at a word with `…` where it
+    is longer (the whole is in -v and the JSON report); with -v the whole, wrapped."""
+    return text if verbose else quotation(text, max(MIN_QUOTE, console.width - width - 11))
+
+
 def quotation(text: str, room: int) -> str:
     """Text from outside as one line of at most `room` characters: every run of white space (line breaks
     included) one space, and `…` where it was cut."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= room else flat[: room - 1].rstrip() + "…"
+    if len(flat) <= room:
+        return flat
+    cut = flat[: room - 1]
+    at_word = cut.rsplit(" ", 1)[0] if " " in cut[room // 2 :] else cut
+    return at_word.rstrip(" ,;:(") + "…"
 
 
 def _fixes(result: Result) -> Iterator[tuple[Remediation, str]]:
@@ -340,7 +358,8 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
     the summary does not say whole, and with -v every row and the raw detail."""
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
     metrics = [("", m) for m in result.metrics if show_all or m.expected is not None]
-    for where, metric in _capped(table, [*metrics, *_row_figures(result)], verbose, "figures"):
+    figures = [(w, m) for w, m in [*metrics, *_row_figures(result)] if show_all or _judged_figure(m)]
+    for where, metric in _capped(table, figures, verbose, "figures"):
         add(table, "", "", Text(figure_line(where, metric), style="dim"))
         cited = citation(metric) if verbose else ""
         if cited:
@@ -354,11 +373,14 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
         add(table, "", Text(f"  {where}", style="dim"), Text.assemble(badge(row.status), " ", row.summary))
 
 
+def _judged_figure(metric: Metric) -> bool:
+    return metric.comparison in (">=", "<=") and finite_number(metric.expected)
+
+
 def figure_line(where: str, metric: Metric) -> str:
     """One figure on one line: its verdict line where it was judged against a number (Metric.said), else the
-    figure with the expectation an older check or a plugin wrote as text."""
-    judged = metric.comparison in (">=", "<=") and finite_number(metric.expected)
-    text = metric.said() if judged else format_metric(metric)
+    figure with the expectation an older check or a plugin wrote as text (its source's first clause)."""
+    text = metric.said() if _judged_figure(metric) else format_metric(metric, whole=False)
     return f"{where} {text}".strip()
 
 
