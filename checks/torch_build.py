@@ -120,7 +120,7 @@ def judge_cuda_driver(
     if compat.older(driver, hard_min):
         return Result(
             Status.FAIL,
-            f"torch is built for CUDA {toolkit}, which needs driver >= {hard_min}; this node has {driver}",
+            f"driver {driver} is too old for torch's CUDA {toolkit} (it needs >= {hard_min})",
             metrics=metrics,
             remediation=compat.driver_fix(nvml_capabilities(nvml), driver, platform, os_release, installed),
         )

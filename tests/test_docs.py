@@ -160,3 +160,14 @@ def test_the_config_snippets_are_configs_gpudoctor_accepts(document: Path, tmp_p
     loaded = config.load(snippet)
     config.validate_checks(loaded, docgen.builtin_specs())
     assert loaded.top["level"] == "standard" and loaded.checks["health.ecc"] == {"correctable_warn": 100}
+
+
+def test_every_sample_in_the_readme_and_docs_is_what_the_command_prints_today() -> None:
+    """The README's, REPORTS.md's and OFFLINE.md's samples are real runs of the files they name
+    (tests/helpers/docsamples.py rewrites them): a console change that alters what a sample shows fails here."""
+    from helpers import docsamples
+
+    found = list(docsamples.samples())
+    assert {s.document.name for s in found} == {"README.md", "REPORTS.md", "OFFLINE.md"}
+    stale = [f"{s.document.name}: {s.command}" for s in found if not docsamples.same(s.block, s.run(), s.live)]
+    assert stale == [], "run `python tests/helpers/docsamples.py` and read the diff"

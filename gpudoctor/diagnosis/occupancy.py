@@ -77,7 +77,7 @@ def from_facts(facts: dict[str, Any]) -> dict[int, Use]:
         if not usable(gpu) or gpu.get("index") is None:
             continue
         for proc in gpu.get("processes") or []:
-            if not proc.get("own"):
+            if not proc.get("own") and not desktop(proc):
                 seen = described.get(str(proc["pid"])) or {}
                 found.setdefault(gpu["index"], Use(gpu["index"])).note({**seen, **proc, "name": _name(proc, seen)})
         if gpu["index"] in found:
@@ -94,12 +94,18 @@ def from_watch(observation: dict[str, Any]) -> dict[int, Use]:
             continue
         first.setdefault(sample["gpu"], sample)
         for proc in sample.get("processes") or []:
-            if not proc.get("own"):
+            if not proc.get("own") and not desktop(proc):
                 found.setdefault(sample["gpu"], Use(sample["gpu"])).note(proc)
     for gpu, sample in first.items():
         if gpu in found and any(not p.get("own") for p in sample.get("processes") or []):
             found[gpu].busy_before = _busy(sample, found[gpu])
     return found
+
+
+def desktop(proc: dict[str, Any]) -> bool:
+    """A graphics context only (Xorg, a compositor: nvidia-smi's type G): the display, not another job; never
+    a process to end."""
+    return proc.get("kinds") == ["graphics"]
 
 
 def _busy(reading: dict[str, Any], use: Use) -> bool:

@@ -39,6 +39,26 @@ def driver_state(ev: Evidence) -> list[Found]:
     return []
 
 
+def driver_too_old(ev: Evidence) -> list[Found]:
+    """A driver older than the one torch's CUDA needs: CUDA does not start for this torch (cudaErrorInsufficient
+    Driver, "The NVIDIA driver on your system is too old"), so torch sees no GPU and nothing that needs one runs."""
+    owner = next((r for r in ev.of("torch.cuda-driver") if r.status == Status.FAIL), None)
+    if owner is None or owner.explained_by not in (None, "driver-too-old-for-torch"):
+        return []  # a driver missing or of two releases is the cause (driver_state)
+    return [
+        Found(
+            Cause("driver-too-old-for-torch", Status.FAIL, owner.summary, owner.remediation, source=TOO_OLD_SOURCE),
+            fold=("torch.cuda-driver", "torch.cuda-available"),
+        )
+    ]
+
+
+TOO_OLD_SOURCE = (
+    "CUDA Runtime API, cudaErrorInsufficientDriver (35): the installed driver is older than the CUDA runtime; "
+    "c10/cuda/CUDAFunctions.cpp: torch raises 'The NVIDIA driver on your system is too old' and reports no GPU"
+)
+
+
 def _driver_found(cause_id: str, summary: str, owner: Result) -> Found:
     return Found(
         Cause(cause_id, Status.FAIL, summary, owner.remediation, source=DRIVER_SOURCE),
@@ -411,5 +431,5 @@ def node_causes(ev: Evidence) -> list[Found]:
     return found
 
 
-RULES = (driver_state, lost_gpus, fabric_down, container_without_gpus, visible_devices, gpus_in_use)
+RULES = (driver_state, driver_too_old, lost_gpus, fabric_down, container_without_gpus, visible_devices, gpus_in_use)
 CLUSTER_RULES = (node_causes,)

@@ -78,9 +78,7 @@ def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside:
     judged the facts here sound (the error came from another machine, a container or an earlier state). The
     verdict line is the signature's short summary; its explanation and source are the fix's why; the line of the
     paste is quoted."""
-    said = f"{signature.headline} (the paste, line {sighting['line']})"
-    if beside:
-        said += f"; the facts here {beside.value}"
+    said = f"{signature.headline}; the facts here {beside.value}" if beside else signature.headline
     facts_say = " The facts here judged sound: the error came from another machine, a container or an earlier state."
     commands, refused = signature.fixes(sighting.get("values") or {})
     left = f" (a command left out: {'; '.join(refused)})" if refused else ""

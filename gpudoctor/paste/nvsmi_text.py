@@ -707,6 +707,9 @@ def state_cells(cells: list[str]) -> dict[str, Any]:
     util = UTIL_CELL.match(cells[2])
     if util and util.group(2) != "ERR!":
         facts["compute_mode"] = COMPUTE_MODES.get(util.group(2).lower())
+    busy = leading_int(util.group(1)) if util and util.group(1).endswith("%") else None
+    if busy is not None and 0 <= busy <= 100:
+        facts["utilization"] = {"gpu": busy}  # GPU-Util: nvidia-smi's last sample (the table has no memory %)
     return facts
 
 

@@ -357,7 +357,7 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
     SXM (794.5)`; with -v the lines it had to meet and where its reference was published on the next), the rows
     the summary does not say whole, and with -v every row and the raw detail."""
     show_all = verbose or result.status.is_failure or result.status == Status.WARN
-    metrics = [("", m) for m in result.metrics if show_all or m.expected is not None]
+    metrics = [("", m) for m in result.metrics if verbose or m.expected is not None]
     figures = [(w, m) for w, m in [*metrics, *_row_figures(result)] if show_all or _judged_figure(m)]
     for where, metric in _capped(table, figures, verbose, "figures"):
         add(table, "", "", Text(figure_line(where, metric), style="dim"))
@@ -419,7 +419,7 @@ def format_metric(metric: Metric, whole: bool = True) -> str:
         return f"{text} ({judged})"
     if metric.expected is not None:
         text += f" (expected {_shown(metric.expected)} {metric.unit}".rstrip()
-        text += f", {metric.expected_source})" if metric.expected_source else ")"
+        text += f", {metric.expected_source})" if metric.expected_source and whole else ")"
     return text
 
 
@@ -573,11 +573,13 @@ def _figure_against(figure: dict[str, Any], whole: bool) -> str:
     """A finding's figure: `busbw 300 GB/s (pass >= 408, healthy 480: <source>)` where it carries a comparison,
     else `node_link_bandwidth 0.01 GB/s against 1 (upper quartile; allowance)`."""
     metric = Metric(**{f.name: figure[f.name] for f in fields(Metric) if f.name in figure})
+    if not whole and _judged_figure(metric):
+        return metric.said()
     head = f"{metric.name} {_shown(metric.value)} {metric.unit}".rstrip()
     judged = judgement(metric, whole)
     if judged:
         return f"{head} ({judged})"
-    said = f" ({metric.expected_source})" if metric.expected_source else ""
+    said = f" ({metric.expected_source})" if metric.expected_source and whole else ""
     return f"{head} against {_shown(metric.expected)}{said}"
 
 
