@@ -5,6 +5,7 @@ nvidia-smi, and hostile input."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -281,9 +282,22 @@ def test_every_table_layout_gives_its_header_and_each_gpu_exactly(name: str) -> 
     found = read_sample(name)
     header, expected = TABLES[name]
     assert {k: v for k, v in nvml(found).items() if k != "gpus"} == {"status": "ok", **header}
-    assert gpus(found) == expected
+    assert [{k: v for k, v in g.items() if k != "utilization"} for g in gpus(found)] == expected
+    assert [g.get("utilization") for g in gpus(found)] == table_utilization(name)
     assert found.conflicts == {}
     assert set(found.kinds) == {"nvidia-smi"}
+
+
+def table_utilization(name: str) -> list[dict[str, int] | None]:
+    """Each GPU's GPU-Util cell as the table shows it (the cell before the compute mode on a GPU's second row),
+    read here by its own pattern: `{"gpu": 99}`, None for N/A."""
+    cells = re.findall(r"\|\s+(\d{1,3}%|N/A)\s+(?:Default|E\. Process|E\. Thread|Prohibited)\s*\|", sample(name))
+    return [{"gpu": int(c[:-1])} if c.endswith("%") else None for c in cells]
+
+
+def test_the_gpu_util_of_a_real_busy_h100_is_read() -> None:
+    busy = Path(__file__).parent / "fixtures" / "real" / "h100-2026-11-26" / "busy" / "nvidia-smi-computing.txt"
+    assert read(busy.read_text()).facts["nvml"]["gpus"][0]["utilization"] == {"gpu": 99}
 
 
 def test_four_a100_rows_in_order() -> None:
@@ -354,6 +368,7 @@ def test_the_old_79_column_mig_box_gives_the_instances_of_gpu_1() -> None:
 
 def test_list_then_a_table_cut_after_gpu_0() -> None:
     found = read_sample("list-L-and-table-r535-2xquadro-rtx4000-partial.txt")
+    assert gpus(found)[0].pop("utilization") == {"gpu": 0}
     assert gpus(found) == [
         {
             "index": 0,

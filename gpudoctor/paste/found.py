@@ -107,7 +107,10 @@ class Found:
 
 
 def _completes(whole: Any, cut: Any) -> bool:
-    """`whole` is the text `cut` is a shortened form of (nvidia-smi's table cuts names to "NVIDIA GeForce ...")."""
+    """`whole` is the text `cut` is a shortened form of (nvidia-smi's table cuts names to "NVIDIA GeForce ..."),
+    or the record `cut` holds part of (the table's GPU-Util beside a query's utilization.gpu and .memory)."""
+    if isinstance(whole, dict) and isinstance(cut, dict):
+        return whole != cut and all(key in whole and whole[key] == value for key, value in cut.items())
     if not (isinstance(whole, str) and isinstance(cut, str) and cut.endswith("...")):
         return False
     return whole != cut and whole.startswith(cut[:-3].rstrip())
