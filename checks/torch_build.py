@@ -213,9 +213,18 @@ def judge_cuda_available(
     why, commands = _cuda_init_cause(error, env, gpus)
     return Result(
         Status.FAIL,
-        f"NVML sees {len(gpus)} GPUs but torch.cuda.is_available() is False: {error}",
+        f"NVML sees {len(gpus)} GPUs but torch cannot use them: {first_words(error)}",
         remediation=Remediation(why, commands),
+        detail=f"torch.cuda.is_available() is False: {error}",
     )
+
+
+def first_words(error: str, room: int = 80) -> str:
+    """An error's gist for a verdict line: its first sentence without the exception's type, cut at a word (the
+    whole stays in the result's detail)."""
+    text = re.sub(r"^\w+(?:\.\w+)*(?:Error|Exception|Warning): ", "", " ".join(error.split()))
+    text = re.split(r"(?<=[a-z0-9)])\.\s", text, maxsplit=1)[0]
+    return text if len(text) <= room else text[: room - 1].rsplit(" ", 1)[0] + "…"
 
 
 def judge_cuda_unavailable_without_driver(

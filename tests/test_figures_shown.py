@@ -101,7 +101,9 @@ def test_a_report_written_before_the_reference_fields_still_loads(tmp_path: Path
     saved.write_text(json.dumps(document))
     _, found = doc.load(saved)
     assert found[1].metrics[0].expected == 408.0 and found[1].metrics[0].reference is None
-    assert "busbw{bytes=1073741824}: 380 GB/s (expected 408 GB/s, 0.85 x healthy 480 GB/s)" in console_text(found)
+    assert "busbw{bytes=1073741824}: 380 GB/s (expected 408 GB/s)" in console_text(found)
+    whole = "busbw{bytes=1073741824}: 380 GB/s (expected 408 GB/s, 0.85 x healthy 480 GB/s)"
+    assert whole in console_text(found, verbose=True), "where the line came from, with -v"
 
 
 def cluster_report(figure: Metric) -> dict[str, Any]:
@@ -129,7 +131,10 @@ def test_the_finding_of_a_lower_is_better_figure_reads_its_line() -> None:
     out = Console(record=True, width=250, file=io.StringIO())
     found = cluster_report(time)
     console.render_cluster(out, found, [])
-    assert f"time 9000 us (pass <= 4605, healthy {HEALTHY_US:.4g}: 8x H100 SXM" in out.export_text()
+    assert f"time 9000 us: 2.3x its healthy figure ({HEALTHY_US:.4g})" in out.export_text()
+    loud = Console(record=True, width=250, file=io.StringIO())
+    console.render_cluster(loud, found, [], verbose=True)
+    assert f"time 9000 us (pass <= 4605, healthy {HEALTHY_US:.4g}: 8x H100 SXM" in loud.export_text()
 
 
 # --- console ---------------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ FAULTS = {
         node("v100-sxm-8x", calls=driver_470),
         "torch.cuda-driver",
         "fail",
-        "needs driver >= 580.65.06; this node has 470.256.02",
+        "driver 470.256.02 is too old for torch's CUDA 13.0.2 (it needs >= 580.65.06)",
         "nvidia-smi",
     ),
     "version-mismatch": (
@@ -158,7 +158,7 @@ FAULTS = {
         node(calls=driver("535.104.05", 12020)),
         "torch.cuda-driver",
         "fail",
-        "needs driver >= 580.65.06; this node has 535.104.05",
+        "driver 535.104.05 is too old for torch's CUDA 13.0.2 (it needs >= 580.65.06)",
         "whl/cu126",
     ),
     "minor-compat-driver": (
@@ -186,7 +186,7 @@ FAULTS = {
         node(system={"env": {"CUDA_VISIBLE_DEVICES": ""}}, torch=NO_GPU_SEEN),
         "torch.cuda-available",
         "fail",
-        "torch.cuda.is_available() is False",
+        "but torch cannot use them",
         "unset CUDA_VISIBLE_DEVICES",
     ),
     "v100-cu130": (

@@ -360,8 +360,8 @@ def _add_details(table: Table, result: Result, verbose: bool) -> None:
     metrics = [("", m) for m in result.metrics if verbose or m.expected is not None]
     figures = [(w, m) for w, m in [*metrics, *_row_figures(result)] if show_all or _judged_figure(m)]
     for where, metric in _capped(table, figures, verbose, "figures"):
-        add(table, "", "", Text(figure_line(where, metric), style="dim"))
-        cited = citation(metric) if verbose else ""
+        add(table, "", "", Text(figure_line(where, metric, verbose), style="dim"))
+        cited = citation(metric) if verbose and _judged_figure(metric) else ""
         if cited:
             add(table, "", "", Text(f"  {cited}", style="dim"))
     if verbose and result.detail:
@@ -377,10 +377,10 @@ def _judged_figure(metric: Metric) -> bool:
     return metric.comparison in (">=", "<=") and finite_number(metric.expected)
 
 
-def figure_line(where: str, metric: Metric) -> str:
+def figure_line(where: str, metric: Metric, verbose: bool = False) -> str:
     """One figure on one line: its verdict line where it was judged against a number (Metric.said), else the
-    figure with the expectation an older check or a plugin wrote as text (its source's first clause)."""
-    text = metric.said() if _judged_figure(metric) else format_metric(metric, whole=False)
+    figure with the expectation an older check or a plugin wrote as text (where that came from with -v)."""
+    text = metric.said() if _judged_figure(metric) else format_metric(metric, whole=verbose)
     return f"{where} {text}".strip()
 
 
