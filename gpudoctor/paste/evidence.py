@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.model import Remediation, Result, Status, worst
+from gpudoctor.paste.cures import cure
 from gpudoctor.paste.signatures import Signature, table
 
 CONFLICTS_CHECK = "paste.conflicts"
@@ -41,14 +42,14 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bo
     if all(r.status == Status.SKIP for r in results):
         if live:
             return [_unconfirmed(check_id, results[0].summary, *s) for s in sightings]
-        return [_verdict(*s) for s in sightings]
+        return [_verdict(*s, facts=facts) for s in sightings]
     judged = worst([r.status for r in results])
     if judged in (Status.FAIL, Status.WARN, Status.ERROR, Status.TIMEOUT):
         lead = next(r for r in results if r.status == judged)
         lead.quotes += [quoted(s[1], s[2]) for s in sightings]
         lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
         return results
-    return results + [_verdict(*s, beside=judged) for s in sightings]
+    return results + [_verdict(*s, beside=judged, facts=facts) for s in sightings]
 
 
 def _unconfirmed(check_id: str, why_not: str, signature: Signature, sighting: dict[str, Any], count: int) -> Result:
@@ -73,23 +74,39 @@ def quoted(sighting: dict[str, Any], count: int) -> str:
     return f"line {sighting['line']}{more}: {sighting['text']}"
 
 
-def _verdict(signature: Signature, sighting: dict[str, Any], count: int, beside: Status | None = None) -> Result:
+def _verdict(
+    signature: Signature,
+    sighting: dict[str, Any],
+    count: int,
+    beside: Status | None = None,
+    facts: dict[str, Any] | None = None,
+) -> Result:
     """The signature as a result: its verdict where its owner could not judge; a warning beside an owner that
     judged the facts here sound (the error came from another machine, a container or an earlier state). The
     verdict line is the signature's short summary; its explanation and source are the fix's why; the line of the
     paste is quoted."""
     said = f"{signature.headline}; the facts here {beside.value}" if beside else signature.headline
     facts_say = " The facts here judged sound: the error came from another machine, a container or an earlier state."
-    commands, refused = signature.fixes(sighting.get("values") or {})
-    left = f" (a command left out: {'; '.join(refused)})" if refused else ""
-    why = f"{signature.cause}{facts_say if beside else ''}{left}"
+    why = f"{signature.cause}{facts_say if beside else ''}"
     return Result(
         Status.WARN if beside else Status(signature.status),
         said,
         aspect=signature.id,
-        remediation=Remediation(why, commands, source=signature.source),
+        remediation=_remedy(signature, sighting.get("values") or {}, facts or {}, why),
         quotes=[quoted(sighting, count)],
     )
+
+
+def _remedy(signature: Signature, values: dict[str, Any], facts: dict[str, Any], why: str) -> Remediation:
+    """The signature's own commands; the owner's cure for what the paste shows where its data says the owner's
+    fix is the cure (paste/cures.py); the reason where no command cures it."""
+    cured = cure(signature.id, values, facts) if signature.fix_from == "owner" else None
+    if cured is not None:
+        return Remediation(f"{why} {cured.why}", cured.commands, cured.instead, signature.source)
+    commands, refused = signature.fixes(values)
+    left = f" (a command left out: {'; '.join(refused)})" if refused else ""
+    none = f" No command cures it here: {signature.no_fix}" if signature.no_fix and not commands else ""
+    return Remediation(f"{why}{left}{none}", commands, source=signature.source)
 
 
 def conflict_results(facts: dict[str, Any]) -> list[Result]:

@@ -52,6 +52,9 @@ class Signature:
     source: str
     file: str
     summary: str = ""  # the verdict line, at most SUMMARY_CHARS
+    fix_source: str = ""  # what says the fix cures it (the thread that resolved it, the vendor's document)
+    fix_from: str = ""  # "owner": the owning check's own fix for what the paste shows (paste/cures.py)
+    no_fix: str = ""  # why no command cures it (the cause is elsewhere, or only a person can act)
 
     @property
     def headline(self) -> str:
@@ -105,6 +108,9 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         source=entry["source"],
         file=file,
         summary=entry.get("summary", ""),
+        fix_source=entry.get("fix_source", ""),
+        fix_from=entry.get("fix_from", ""),
+        no_fix=entry.get("no_fix", ""),
     )
 
 

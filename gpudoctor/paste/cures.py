@@ -1,0 +1,249 @@
+"""The owner's cure for a paste's signature (`fix_from = "owner"` in its data): what the check that owns the cause
+prints for the same facts, from the same fix engine (judging/compat.py, the owners' own judges), with what the paste
+shows: the GPU's capability in the message, the CUDA version the driver reported, the torch build, the node's
+distribution. A paste that shows less gets the commands of the newest default build, and says so.
+
+Every value from the paste reaches a command through judging/commands.py's checked words only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpudoctor.judging import compat
+from gpudoctor.judging.commands import fix, word
+from gpudoctor.judging.hardware import cuda_version_text
+from gpudoctor.model import Remediation
+
+
+@dataclass
+class Shown:
+    """What the paste shows that a cure uses."""
+
+    values: dict[str, str]
+    facts: dict[str, Any]
+
+    @property
+    def torch(self) -> dict[str, Any]:
+        return self.facts.get("torch") or {}
+
+    @property
+    def system(self) -> dict[str, Any]:
+        return self.facts.get("system") or {}
+
+    @property
+    def platform(self) -> str:
+        return compat.platform_key(self.system.get("os"), self.system.get("machine"))
+
+    @property
+    def os_release(self) -> dict[str, str] | None:
+        return self.system.get("os_release")
+
+    @property
+    def driver(self) -> str | None:
+        return (self.facts.get("nvml") or {}).get("driver_version")
+
+    def installed(self) -> compat.Build | None:
+        """The torch build the paste shows, where it is a CUDA build."""
+        if self.torch.get("version") and self.torch.get("cuda"):
+            return compat.installed_build(self.torch, self.platform)
+        return None
+
+    def capabilities(self) -> list[tuple[int, int]]:
+        """The GPU's capability the message names (`sm_120`, `3.5`, `(CC) 12.0`), else every GPU's in the paste."""
+        said = capability(self.values.get("capability", ""))
+        if said:
+            return [said]
+        gpus = (self.facts.get("nvml") or {}).get("gpus") or []
+        found = [tuple(g["compute_capability"]) for g in gpus if len(g.get("compute_capability") or ()) == 2]
+        return list(dict.fromkeys(found))
+
+
+def capability(text: str) -> tuple[int, int] | None:
+    """`120` (sm_120), `86`, `3.5` or `12.0` as (major, minor)."""
+    dotted = re.fullmatch(r"(\d{1,2})\.(\d)", text)
+    if dotted:
+        return int(dotted.group(1)), int(dotted.group(2))
+    packed = re.fullmatch(r"(\d{1,2})(\d)", text)
+    return (int(packed.group(1)), int(packed.group(2))) if packed else None
+
+
+def _arch(shown: Shown) -> Remediation:
+    """A GPU torch has no kernels for: the build that has them, keeping this driver where it can, else with the
+    driver it needs (torch.arch's own fix)."""
+    capabilities = shown.capabilities()
+    if not capabilities:
+        return Remediation(
+            "The message does not name the GPU's compute capability: read it and the build's arch list, then "
+            "install a build that lists it.",
+            [
+                "nvidia-smi --query-gpu=name,compute_cap --format=csv",
+                "python -c 'import torch; print(torch.__version__, torch.cuda.get_arch_list())'",
+            ],
+        )
+    if shown.driver is None:
+        return _least_driver(capabilities, shown) or compat.driver_fix(
+            capabilities, None, shown.platform, shown.os_release, shown.installed()
+        )
+    return compat.driver_fix(capabilities, shown.driver, shown.platform, shown.os_release, shown.installed())
+
+
+def _least_driver(capabilities: list[tuple[int, int]], shown: Shown) -> Remediation | None:
+    """With the driver unknown: the newest release's build with kernels for these GPUs that asks the least of the
+    driver (the one most likely to run as it is), its minimum driver said; the newest build the other way."""
+    fitting = [b for b in compat.cuda_builds(shown.platform) if compat.covers(b, capabilities)]
+    newest = [b for b in fitting if fitting and b.torch == fitting[0].torch]
+    needs = {b: compat.toolkit_minimum(b.toolkit, shown.platform) for b in newest}
+    known = sorted((b for b in newest if needs[b]), key=lambda b: compat.version(needs[b]))
+    if not known:
+        return None
+    least = known[0]
+    other = compat.driver_fix(capabilities, None, shown.platform, shown.os_release, shown.installed())
+    return fix(
+        f"Install {least.name}, which has kernels for {', '.join(f'sm_{a}{b}' for a, b in capabilities)} and needs "
+        f"driver >= {needs[least]} (the paste does not show the driver: `nvidia-smi` does).",
+        lambda: ["nvidia-smi | head -4", compat.install_command(least)],
+        instead=other if other.commands and compat.install_command(least) not in other.commands else None,
+    )
+
+
+def _driver_too_old(shown: Shown) -> Remediation:
+    """The driver older than torch's CUDA: keep it and install the newest build it runs, or upgrade it (the
+    reported CUDA version bounds the driver from below)."""
+    found = shown.values.get("found")
+    cuda = cuda_version_text(int(found)) if found and found.isdigit() and len(found) <= 6 else None
+    driver = shown.driver or (compat.toolkit_minimum(cuda, shown.platform) if cuda else None)
+    way = compat.driver_fix(shown.capabilities(), driver, shown.platform, shown.os_release, shown.installed())
+    said = f"The driver reports CUDA {cuda} (so it is at least {driver}). " if cuda and not shown.driver else ""
+    return Remediation(said + way.why, way.commands, way.instead, way.source)
+
+
+def _no_driver(status: str) -> Callable[[Shown], Remediation | None]:
+    """driver.nvml's own fix for an NVML status (a missing library, a module not loaded), with the install
+    commands for the build the paste shows (or the default one) on its distribution."""
+
+    def cure(shown: Shown) -> Remediation | None:
+        from gpudoctor.checks.driver import judge_nvml
+
+        return judge_nvml({"status": status}, shown.system, shown.torch).remediation
+
+    return cure
+
+
+def _cuda_build(shown: Shown) -> Remediation:
+    """A CPU-only torch where a GPU was asked for: the CUDA build of the same release where the tables know one,
+    else the default build, replacing the installed one."""
+    release = compat.release_of(shown.torch.get("version")) if shown.torch.get("version") else ""
+    default = compat.default_build(shown.platform)
+    chosen = compat.build(release, default.tag, shown.platform) if release else None
+    target = chosen or default
+    needs = compat.toolkit_minimum(target.toolkit, shown.platform)
+    return fix(
+        f"This torch is a CPU-only build: install {target.name}"
+        + (f" (it needs driver >= {needs}: `nvidia-smi` shows the driver)." if needs else "."),
+        lambda: [compat.install_command(target).replace("pip install ", "pip install --force-reinstall ", 1)],
+    )
+
+
+def _torchvision(shown: Shown) -> Remediation:
+    """torchvision built for another torch: the release paired with this torch, keeping torch as it is; the
+    default pair where the paste shows no torch."""
+    if shown.torch.get("version"):
+        wanted = compat.paired_torchvision(str(shown.torch["version"]))
+        return fix(
+            f"Install the torchvision built for torch {shown.torch['version']}; this keeps torch as it is.",
+            lambda: [compat.same_build_command(shown.torch, wanted)],
+        )
+    default = compat.default_build(shown.platform)
+    return fix(
+        "torch and torchvision must come from one build: reinstall both together (the paste shows no torch version; "
+        "`python -m torch.utils.collect_env` does).",
+        lambda: [compat.install_command(default).replace("pip install ", "pip install --force-reinstall ", 1)],
+    )
+
+
+def _shadowed_library(shown: Shown) -> Remediation:
+    """A CUDA library that does not load or is of another release: most often LD_LIBRARY_PATH putting a system
+    or conda copy before torch's own (the pip nvidia-* packages); else a broken install."""
+    target = shown.installed() or compat.default_build(shown.platform)
+    return fix(
+        "torch loads the CUDA libraries of its own pip packages (nvidia-*); a system or conda copy first on "
+        "LD_LIBRARY_PATH, or a half-installed package, gives this. Try without LD_LIBRARY_PATH; if that works, "
+        f"remove the entry; else reinstall {target.name}.",
+        lambda: [
+            'echo "$LD_LIBRARY_PATH"',
+            "env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'",
+            compat.install_command(target).replace("pip install ", "pip install --force-reinstall ", 1),
+        ],
+    )
+
+
+def _extension_toolkit(shown: Shown) -> Remediation:
+    """A C++/CUDA extension built with another toolkit than torch's: point CUDA_HOME at torch's."""
+    cuda = shown.values.get("torch_cuda") or shown.torch.get("cuda")
+    if not cuda:
+        return Remediation(
+            "Build extensions with the CUDA toolkit of torch's CUDA major.",
+            ["python -c 'import torch; print(torch.version.cuda)'", "nvcc --version"],
+        )
+    return fix(
+        f"torch was built with CUDA {cuda}: build extensions with that toolkit (CUDA_HOME), not the one on PATH.",
+        lambda: [f'export CUDA_HOME=/usr/local/cuda-{word(cuda, "version")} PATH="$CUDA_HOME/bin:$PATH"'],
+    )
+
+
+def _nccl_cuda(shown: Shown) -> Remediation:
+    """NCCL's "unhandled cuda error": the CUDA error under it is in NCCL's own log."""
+    return Remediation(
+        "NCCL hit a CUDA error it does not handle; NCCL's log names it (often a GPU fault, P2P or an out of memory).",
+        [
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P python train.py 2>&1 | grep -iE 'WARN|cuda'",
+            "sudo dmesg -T | grep -iE 'xid|nvrm'",
+        ],
+    )
+
+
+def _cudnn(shown: Shown) -> Remediation:
+    """A cuDNN of another release than torch's: torch's own pip package, and nothing on LD_LIBRARY_PATH first."""
+    major = str(shown.torch.get("cuda") or compat.default_build(shown.platform).toolkit or "12").split(".")[0]
+    return fix(
+        "torch needs the cuDNN it was built with (same major, same or newer minor): a system or conda cuDNN "
+        "found first on LD_LIBRARY_PATH shadows torch's own.",
+        lambda: ['echo "$LD_LIBRARY_PATH"', f"pip install --force-reinstall nvidia-cudnn-cu{word(major, 'number')}"],
+    )
+
+
+CURES: dict[str, Callable[[Shown], Remediation | None]] = {
+    "driver-too-old": _driver_too_old,
+    "cuda-driver-insufficient": _driver_too_old,
+    "cuda-ptx-unsupported-toolchain": _driver_too_old,
+    "no-nvidia-driver": _no_driver("library-not-found"),
+    "libcuda-not-found": _no_driver("library-not-found"),
+    "libnvidia-ml-not-found": _no_driver("library-not-found"),
+    "nvml-cannot-initialize": _no_driver("driver-not-loaded"),
+    "torch-not-compiled-with-cuda": _cuda_build,
+    "torch-compiled-without-cuda": _cuda_build,
+    "cuda-no-kernel-image": _arch,
+    "torch-gpu-not-compatible": _arch,
+    "torch-gpu-too-old": _arch,
+    "torch-gpu-unsupported-cc": _arch,
+    "torch-gpu-needs-newer-cuda": _arch,
+    "nvrtc-invalid-gpu-architecture": _arch,
+    "cudnn-version-incompatible": _cudnn,
+    "cuda-library-not-found": _shadowed_library,
+    "torch-undefined-symbol": _shadowed_library,
+    "cpp-extension-cuda-mismatch": _extension_toolkit,
+    "torchvision-operator-missing": _torchvision,
+    "torchvision-custom-ops-not-loaded": _torchvision,
+    "torchvision-cuda-version-mismatch": _torchvision,
+    "torchvision-cpu-ops-on-cuda": _torchvision,
+    "c10d-nccl-cuda-error": _nccl_cuda,
+}
+
+
+def cure(signature_id: str, values: dict[str, str], facts: dict[str, Any]) -> Remediation | None:
+    """The owner's remediation for this sighting, or None where the signature has no such cure."""
+    build = CURES.get(signature_id)
+    return build(Shown(values, facts)) if build else None

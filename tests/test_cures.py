@@ -1,0 +1,86 @@
+"""Every paste ends in a command that cures it: each signature carries its fix, the owner's cure for what the
+paste shows (paste/cures.py, the same fix engine a live run uses), or the reason no command cures it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.common import gpudoctor
+from test_hostile_commands import judged_safe
+
+from gpudoctor.paste import cures, signatures
+
+
+def test_every_signature_has_a_fix_the_owners_cure_or_says_why_none() -> None:
+    lacking = [
+        s.id
+        for s in signatures.table().values()
+        if not s.fix and not (s.fix_from == "owner" and s.id in cures.CURES) and not s.no_fix
+    ]
+    assert lacking == []
+    assert {s.id for s in signatures.table().values() if s.fix_from == "owner"} <= set(cures.CURES)
+
+
+@pytest.mark.parametrize("signature_id", sorted(cures.CURES))
+def test_every_cure_gives_commands_the_shell_reads_from_a_bare_paste(signature_id: str) -> None:
+    cured = cures.cure(signature_id, {}, {})
+    assert cured is not None and cured.why
+    for command in [*cured.commands, *(cured.instead.commands if cured.instead else [])]:
+        assert not judged_safe(command), command
+
+
+def checks(tmp_path: Path, text: str) -> dict[str, dict]:
+    paste = tmp_path / "paste.txt"
+    paste.write_text(text)
+    document = json.loads(gpudoctor("check", "--from", str(paste), "--json").stdout)
+    found = {c["check_id"]: c for c in document["checks"] if c["status"] != "skip"}
+    for cause in document["causes"]:  # a finding a cause explains gives its fix to the cause
+        for label in cause["explains"]:
+            found[label.split(":")[0]]["remediation"] = cause["remediation"]
+    return found
+
+
+def commands(check: dict) -> list[str]:
+    fix = check["remediation"] or {}
+    return [*fix.get("commands", []), *((fix.get("instead") or {}).get("commands", []))]
+
+
+def test_a_gpu_torch_has_no_kernels_for_gets_the_build_that_has_them(tmp_path: Path) -> None:
+    found = checks(
+        tmp_path,
+        "UserWarning:\nNVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+        "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 "
+        "sm_90.\n",
+    )["torch.arch"]
+    installs = [c for c in commands(found) if c.startswith("pip install torch==")]
+    assert found["status"] == "fail" and installs, found
+    assert all("+cu12" not in c or "+cu128" in c or "+cu129" in c for c in installs), "a build with sm_120 kernels"
+
+
+def test_a_driver_too_old_gets_the_build_it_runs_from_the_cuda_it_reports(tmp_path: Path) -> None:
+    found = checks(
+        tmp_path,
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU "
+        "driver by downloading and installing a new version\n",
+    )["torch.cuda-driver"]
+    assert "11040" not in json.dumps(found), "the paste's own number, never a stock example"
+    assert any(c.startswith("pip install torch==") and "+cu12" in c for c in commands(found)), commands(found)
+    assert "CUDA 12.4" in found["remediation"]["why"]
+
+
+def test_a_cpu_only_torch_gets_a_cuda_build_in_its_place(tmp_path: Path) -> None:
+    found = checks(tmp_path, "AssertionError: Torch not compiled with CUDA enabled\n")["torch.cuda-available"]
+    assert any(c.startswith("pip install --force-reinstall torch==") and "+cu" in c for c in commands(found))
+
+
+def test_no_driver_gets_the_install_commands(tmp_path: Path) -> None:
+    found = checks(tmp_path, "RuntimeError: Found no NVIDIA driver on your system. Please check that you have\n")
+    said = commands(found["driver.nvml"])
+    assert "nvidia-smi" in said and any("install" in c for c in said), said
+
+
+def test_torchvision_ops_missing_gets_a_matching_pair(tmp_path: Path) -> None:
+    found = checks(tmp_path, "RuntimeError: operator torchvision::nms does not exist\n")["torch.torchvision"]
+    assert any(c.startswith("pip install --force-reinstall torch==") and "torchvision" in c for c in commands(found))
