@@ -53,7 +53,7 @@ def memtest(ctx: CheckContext) -> Result:
     """Write and verify walking-bit, seeded-random and address patterns over a share of free memory."""
     params = {
         "share": min(ctx.settings["share"] * ctx.work_factor, ctx.settings["full_share"]),
-        "walking_bits": min(ctx.settings["walking_bits"] * ctx.work_factor, 32),
+        "walking_bits": min(ctx.scaled(ctx.settings["walking_bits"], 1), 32),
         "seed": ctx.settings["seed"],
     }
     data = ctx.run_isolated("gpudoctor.checks.ranks.memtest:measure_memory", params)

@@ -152,6 +152,13 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
             help="with --from ERROR-OR-LOG: judge this machine, running the checks the paste's errors point to",
         )
         p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
+        p.add_argument(
+            "--budget",
+            type=_positive_float,
+            metavar="S",
+            help="end the whole run within S seconds: the facts, then the most telling workloads sized to fit; the "
+            "rest skipped, saying what each would need",
+        )
         p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
     p.add_argument("--timeout", type=_positive_float, metavar="S", help="timeout per workload check in seconds")
     p.add_argument("--expect-gpus", type=_non_negative_int, metavar="N", help="the number of GPUs this node has")
@@ -316,6 +323,7 @@ def request_from(args: argparse.Namespace) -> Request:
         baseline=args.baseline,
         strict=args.strict,
         timeout=args.timeout,
+        budget=args.budget,
         expect_gpus=args.expect_gpus,
         device=args.device,
         cluster=True,

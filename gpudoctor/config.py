@@ -30,6 +30,7 @@ TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
     "level": str,
     "expect_gpus": int,
     "timeout": (int, float),
+    "budget": (int, float),
     "strict": bool,
     "only": list,
     "skip": list,

@@ -24,6 +24,7 @@ from gpudoctor.workloads.launch import launch
 
 DEFAULT_CPU_RANKS = 2
 FULL_WORK_FACTOR = 4  # `--level full` repeats every workload's measured work this many times over
+MIN_REPEATS = 3  # the fewest timed repetitions a shortened workload keeps: a median and a spread need three
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Options:
     offline: bool = False
     baseline: dict[str, Any] | None = None
     pasted_only: bool = False  # `only` came from a paste's signatures (--live): the level still bounds it
+    budget: float | None = None  # --budget: the whole run, start-up included, ends within this many seconds
+    budget_after: tuple[str, ...] = ()  # what runs after these checks under the budget (cross-node checks)
 
 
 @dataclass
@@ -68,6 +71,8 @@ class CheckContext:
     spec: CheckSpec
     cluster: ClusterContext | None = None  # cluster mode: this node's session, and every node on rank 0
     observer: Observer | None = None  # the run's: each workload's GPUs are watched for other processes
+    scale: float = 1.0  # the share of its measured work a --budget leaves this workload (engine/budget.py)
+    limit_s: float | None = None  # the time a --budget leaves it, where that is shorter than its own timeout
 
     @property
     def gathered(self) -> set[str]:
@@ -171,24 +176,31 @@ class CheckContext:
         return self.options.level == "full"
 
     @property
-    def work_factor(self) -> int:
-        """How many times over a workload repeats its measured work: more at `--level full`."""
-        return FULL_WORK_FACTOR if self.full else 1
+    def work_factor(self) -> float:
+        """How many times over a workload repeats its measured work: more at `--level full`, less where a --budget
+        leaves it only part of its time (`scale`)."""
+        return (FULL_WORK_FACTOR if self.full else 1) * self.scale
+
+    def scaled(self, count: int, least: int = MIN_REPEATS) -> int:
+        """`count` repetitions times the work factor, never fewer than `least` (a median needs a few)."""
+        return max(least, round(count * self.work_factor))
 
     def work(self, *sizes: str) -> dict[str, Any]:
         """A workload's parameters: the named size settings, `warmup`, and `iters` times the work factor."""
         return {
             **{size: self.settings[size] for size in sizes},
-            "warmup": self.settings["warmup"],
-            "iters": self.settings["iters"] * self.work_factor,
+            "warmup": max(1, round(self.settings["warmup"] * min(1.0, self.scale))),
+            "iters": self.scaled(self.settings["iters"]),
         }
 
     @property
     def timeout_s(self) -> float:
-        """--timeout, else this check's `timeout` setting, else the config's run-wide one, else its own."""
-        return float(
+        """--timeout, else this check's `timeout` setting, else the config's run-wide one, else its own; never past
+        what a --budget leaves it."""
+        own = float(
             self.options.timeout or self.settings.get("timeout") or self.options.config_timeout or self.spec.timeout_s
         )
+        return min(own, self.limit_s) if self.limit_s is not None else own
 
     @property
     def device(self) -> str:

@@ -39,6 +39,13 @@ def one_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(autouse=True)
+def own_state_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What runs learn (the workloads' durations a --budget plans with) goes to the test run's own folder,
+    never the user's ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))
+
+
+@pytest.fixture(autouse=True)
 def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite tests the gloo paths on the CPU, as CI runs them; on a machine with a GPU, torch (and every
     gpudoctor the tests start) is kept off it, except in the `gpu`-marked tests, which exist to use it. NVML

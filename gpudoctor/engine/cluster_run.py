@@ -8,6 +8,7 @@ every other node's report carries that verdict (`cluster.verdict`) and exits by 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpudoctor import __version__
@@ -16,6 +17,7 @@ from gpudoctor.cluster.env import ClusterEnvError
 from gpudoctor.cluster.node import node_report, verdict_result, verdicts
 from gpudoctor.cluster.session import Session
 from gpudoctor.cluster.store import STORE_ERRORS
+from gpudoctor.engine.budget import seconds_left
 from gpudoctor.engine.execution import execute
 from gpudoctor.engine.report import NodesPart, Report, Started, report
 
@@ -28,7 +30,13 @@ REPORT_WAIT_S = {"quick": 120.0, "standard": 1800.0, "full": 3600.0}
 
 
 def report_wait(plan: Plan) -> float:
-    return plan.cluster_settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
+    """How long rank 0 waits for the nodes' reports: never past what a --budget leaves (at least JOIN_S)."""
+    wait = plan.cluster_settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
+    left = seconds_left(plan.options.budget)
+    return wait if left is None else max(JOIN_S, min(wait, left))
+
+
+JOIN_S = 5.0  # under a --budget, the least rank 0 waits for a node: a node's start-up is not the budget's
 
 
 def run_node(plan: Plan) -> Report:
@@ -54,8 +62,9 @@ def run_node(plan: Plan) -> Report:
         elif check_id in cross_node:
             context.finish(check_id)
 
+    mine = replace(plan, options=replace(plan.options, budget_after=tuple(s.id for s in across)))
     try:
-        own = execute(plan, False, specs=local, on_event=on_event)
+        own = execute(mine, False, specs=local, on_event=on_event)
         shared = report(plan, own.results, started, own.interrupted, observations=own.observations).document
         session.share(node_report(env, shared, plan.facts, sorted(cross_node)))
         if env.leader:

@@ -119,6 +119,7 @@ def _options(request: Request, top: dict[str, Any], pasted: dict[str, Any] | Non
         offline=bool(request.from_file) and pasted is None,
         baseline=load_baseline(request.baseline or top.get("baseline")),
         pasted_only=bool(pasted) and not request.only and not top.get("only"),
+        budget=request.budget or top.get("budget"),
     )
     if options.level not in LEVELS:
         raise InputError(f"level must be one of {', '.join(LEVELS)}, not {options.level!r}")

@@ -27,6 +27,7 @@ class Request:
     baseline: str | None = None
     strict: bool | None = None
     timeout: float | None = None
+    budget: float | None = None  # --budget: the whole run ends within this many seconds (engine/budget.py)
     expect_gpus: int | None = None
     device: str | None = None
     cluster: bool = False

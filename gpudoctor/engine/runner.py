@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,11 +133,14 @@ def run_checks(
     observer = observer or Observer()
     run = Run(observations=observer.observations)
     started = time.monotonic()
+    budget = _budget(options, facts)
+    specs = budgeted_order(specs) if options.budget and budget else specs
     for position, spec in enumerate(specs):
         if hook:
             hook("start", spec.id, spec.title)
+        ctx = CheckContext(facts, options, settings_for(spec), spec, cluster, observer)
         try:
-            results = run_one(spec, CheckContext(facts, options, settings_for(spec), spec, cluster, observer))
+            results = _within(budget, spec, ctx) if budget and workload(spec) else run_one(spec, ctx)
         except KeyboardInterrupt:
             run.interrupted = True
             run.results += [_skipped(s, "interrupted before it finished") for s in specs[position:]]
@@ -144,8 +148,66 @@ def run_checks(
         run.results += results
         if hook:
             hook("done", spec.id, spec.title)
+    if budget:
+        budget.save()
     run.duration_s = time.monotonic() - started
     return run
+
+
+def workload(spec: CheckSpec) -> bool:
+    """A check that runs work on the machine (a workload, a cross-node measurement), not one that judges facts."""
+    return "live" in spec.needs or "cluster" in spec.needs
+
+
+def budgeted_order(specs: list[CheckSpec]) -> list[CheckSpec]:
+    """Under a --budget: the facts' checks first, as declared, then the workloads, the most telling first."""
+    from gpudoctor.engine.budget import ordered
+
+    works = {s.id: s for s in specs if workload(s)}
+    return [s for s in specs if not workload(s)] + [works[i] for i in ordered(list(works))]
+
+
+def _budget(options: Options, facts: dict[str, Any]) -> Any:
+    """The run's budget on a live run: the time --budget gives, else none (every workload whole), its workloads'
+    durations learnt either way for the runs that have one."""
+    if options.offline or not facts.get("torch"):
+        return None
+    from gpudoctor.engine.budget import Budget
+
+    torch = facts.get("torch") or {}
+    device = options.device if options.device != "auto" else "cuda" if torch.get("device_count") else "cpu"
+    beside = (options.baseline or {}).get("path")
+    budget = Budget.start(options.budget or math.inf, device, torch.get("import_s"), beside)
+    budget.reserve_s = budget.reserved(options.budget_after)
+    return budget
+
+
+def _within(budget: Any, spec: CheckSpec, ctx: CheckContext) -> list[Result]:
+    """A workload under the budget: skipped where it cannot run or does not fit, else sized to the time left, its
+    verdicts those a shortened run can give (engine/budget_verdicts.py)."""
+    from gpudoctor.engine.budget_verdicts import short_run
+
+    if unmet(spec, ctx):
+        return run_one(spec, ctx)
+    across = "cluster" in spec.needs
+    if across and ctx.cluster is not None and not ctx.cluster.leader:
+        decision = budget.follow()  # rank 0 decides a cross-node check; this node takes part while time is left
+    else:
+        decision = budget.plan(spec.id, whole=across)  # every node runs the same work: never a share of it
+    if decision.skip:
+        return [_skipped(spec, decision.skip)]
+    own_limit = ctx.timeout_s
+    ctx.scale, ctx.limit_s = decision.scale, decision.limit_s
+    started = time.monotonic()
+    results = run_one(spec, ctx)
+    elapsed = time.monotonic() - started
+    timed_out = any(r.status == Status.TIMEOUT for r in results)
+    budget.learn(spec.id, ctx.work_factor, elapsed * (OVERRAN if timed_out else 1.0))
+    cut_by_budget = decision.limit_s is not None and decision.limit_s < own_limit
+    return short_run(results, decision.scale, budget.seconds if cut_by_budget else None)
+
+
+OVERRAN = 1.25  # a workload the budget cut took longer than it ran: learnt as a quarter more, at the least
 
 
 def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:

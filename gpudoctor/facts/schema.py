@@ -126,6 +126,7 @@ class TorchFacts(TypedDict, total=False):
     cudnn: dict
     nccl: dict
     torchvision: dict
+    import_s: float  # seconds `import torch` took in the gateway: a budget's probe of what a workload's start costs
 
 
 class KernelLog(TypedDict, total=False):

@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import warnings
 from typing import Any
 
@@ -50,6 +51,7 @@ def collect(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> dict[str, 
 
 
 def gather() -> dict[str, Any]:
+    started = time.perf_counter()
     try:
         import torch
     except BaseException as exc:  # ImportError, OSError for a missing .so, anything a broken wheel raises
@@ -57,6 +59,7 @@ def gather() -> dict[str, Any]:
     facts: dict[str, Any] = {
         "importable": True,
         "import_error": None,
+        "import_s": round(time.perf_counter() - started, 3),
         "version": torch.__version__,
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),

@@ -1,0 +1,227 @@
+"""`--budget SECONDS`: the whole run, start-up included, ends within the budget. The facts (the quick checks) always
+run; then the workloads, the most telling first, each sized to the time left and skipped, saying what it would need,
+where even its shortest run does not fit.
+
+What a workload costs here: a fixed part (its processes start and import torch, a CUDA context, a model built) and
+a part that grows with its work (iterations, steps, seconds). The fixed part is measured at the start of every run:
+the torch gateway times `import torch` (the facts' `torch.import_s`), and a workload's ranks start the same way. The
+growing part is learnt from earlier runs on this machine (kept beside the baseline, or in the user's state folder),
+else taken from this project's own measurements (DEFAULT_WORK_S).
+
+Which workload first (PRIORITY): the order of the faults that stopped Llama 3's training on 16,384 H100s ("The
+Llama 3 Herd of Models", arXiv 2407.21783, Table 5: of 419 unexpected interruptions, faulty GPUs (NVLink among them)
+30.1 %, HBM3 memory 17.2 %, network switches and cables 8.4 %, GPU SRAM 4.5 %, NICs 1.7 %), for the finding each
+workload alone makes: a GPU slow or wrong under compute (compute.gemm), memory that corrupts data before ECC counts
+it (memory.test), NVLink or the transport NCCL takes (allreduce.bandwidth, then p2p per pair), the PCIe and HBM
+links (bandwidth.*), then the whole stack training together (ddp.train) and the power and cooling of every GPU at
+once (load.concurrent), the longest. Counters and link states the facts read catch the rest without a workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from gpudoctor.files import write_json_atomic
+
+PRIORITY = (
+    "compute.gemm",
+    "memory.test",
+    "allreduce.bandwidth",
+    "p2p.bandwidth",
+    "bandwidth.host-device",
+    "bandwidth.device-memory",
+    "ddp.train",
+    "load.concurrent",
+    "cluster.links",
+    "cluster.allreduce",
+    "cluster.ddp",
+)
+MIN_SCALE = 0.25  # the shortest a workload runs: a quarter of its measured work (at least MIN_REPEATS timings)
+# DDP keeps enough steps for its loss to fall (judging/ddp.py MIN_STEPS): half its default run.
+MIN_SCALES = {"ddp.train": 0.5, "cluster.ddp": 0.5}
+RESERVE_S = 0.8  # kept for the end: judging, the report written, every child gone
+MARGIN = 1.2  # an estimate is planned with a fifth more: a workload cut short is a result lost
+# A workload's ranks start like the gateway (import torch), several at once on the same cores, then build their
+# context: on the 2-core machine an all-reduce's fixed part measured 4.5-5.3 s against a 2.5 s gateway import.
+START_SHARE = {"cuda": 1.5, "cpu": 2.0}  # on CPU two ranks import torch at once on the same cores
+FIXED_EXTRA_S = {"cuda": 1.5, "cpu": 0.8}  # a CUDA context and NCCL's init, or gloo's, after the import
+# The growing part of each workload at full size, measured by this project: `cpu` on the 2-core development
+# machine (gloo, 2 ranks; docs/BENCHMARKS.md), `cuda` from the real H100's standard run of 2026-11-22 less its
+# start-up (tests/fixtures/real/H100-80GB-HBM3.standard.json). Earlier runs here replace them.
+DEFAULT_WORK_S = {
+    "cpu": {"allreduce.bandwidth": 6.5, "ddp.train": 11.0, "cluster.links": 4.0, "cluster.allreduce": 4.0,
+            "cluster.ddp": 11.0},
+    "cuda": {"compute.gemm": 1.5, "memory.test": 1.5, "allreduce.bandwidth": 7.0, "p2p.bandwidth": 3.0,
+             "bandwidth.host-device": 2.0, "bandwidth.device-memory": 1.0, "ddp.train": 9.0,
+             "load.concurrent": 21.0, "cluster.links": 6.0, "cluster.allreduce": 6.0, "cluster.ddp": 10.0},
+}  # fmt: skip
+UNKNOWN_WORK_S = 10.0  # a plugin's workload nothing has measured yet
+HISTORY_NAME = "gpudoctor-durations.json"
+
+
+@dataclass
+class Cost:
+    fixed_s: float
+    work_s: float  # at full size
+
+    def at(self, scale: float) -> float:
+        return self.fixed_s + self.work_s * scale
+
+
+@dataclass
+class Decision:
+    scale: float = 1.0
+    limit_s: float | None = None
+    skip: str | None = None
+
+
+@dataclass
+class Budget:
+    """The run's deadline and what each workload costs; `plan` decides one workload at a time, in PRIORITY order,
+    with the time then left."""
+
+    seconds: float
+    deadline: float  # time.time() by which the process ends
+    device: str
+    import_s: float
+    history: dict[str, Any] = field(default_factory=dict)
+    history_path: Path | None = None
+    reserve_s: float = 0.0  # kept for what runs after (a cluster run's cross-node checks)
+
+    @classmethod
+    def start(cls, seconds: float, device: str, import_s: float | None, beside: str | None) -> Budget:
+        """The budget counted from this process's start (start-up included); history read from beside the
+        baseline file, else the user's state folder."""
+        begun = psutil.Process().create_time()
+        path = history_path(beside)
+        return cls(seconds, begun + seconds, device, import_s or 1.5, read_history(path), path)
+
+    def left(self) -> float:
+        return self.deadline - time.time() - RESERVE_S
+
+    def cost(self, check_id: str) -> Cost:
+        """From this machine's earlier runs of the workload where they span two sizes (a line through its
+        durations); else this run's probe for the fixed part and what is known of the work."""
+        runs = self._runs(check_id)
+        fitted = fit(runs)
+        if fitted:
+            return fitted
+        fixed = self.import_s * START_SHARE.get(self.device, 1.5) + FIXED_EXTRA_S.get(self.device, 1.0)
+        work = DEFAULT_WORK_S.get(self.device, {}).get(check_id, UNKNOWN_WORK_S)
+        if runs:  # one size seen: the work is what it took beyond the fixed part
+            scale, took = runs[-1]
+            work = max(work * 0.5, (took - fixed) / scale)
+        return Cost(fixed, work)
+
+    def _runs(self, check_id: str) -> list[tuple[float, float]]:
+        found = (self.history.get(self.device) or {}).get(check_id)
+        if not isinstance(found, list):
+            return []
+        return [(float(r[0]), float(r[1])) for r in found if _pair(r)]
+
+    def plan(self, check_id: str, whole: bool = False) -> Decision:
+        """Run at full size where it fits, else at the share of its work that fits (no less than MIN_SCALE; all of
+        it for a cross-node check, `whole`), else not at all: "not within the 15 s budget; needs about 12 s"."""
+        left, cost = self.left() - self.reserve_s, self.cost(check_id)
+        least = 1.0 if whole else MIN_SCALES.get(check_id, MIN_SCALE)
+        if left >= cost.at(1.0) * MARGIN:
+            return Decision(1.0, limit_s=max(left, 1.0))
+        if left >= cost.at(least) * MARGIN:
+            return Decision(max(least, (left / MARGIN - cost.fixed_s) / cost.work_s), limit_s=left)
+        needs = cost.at(least) * MARGIN
+        return Decision(skip=f"not within the {self.seconds:g} s budget: needs about {needs:.0f} s ({left:.0f} s left)")
+
+    def reserved(self, after: tuple[str, ...]) -> float:
+        """Time kept for the checks that run after these (a cluster run's cross-node checks, at full size), at most
+        half the budget: a node's own checks never take the time the cluster's need."""
+        return min(self.seconds * 0.5, sum(self.cost(check_id).at(1.0) * MARGIN for check_id in after))
+
+    def follow(self) -> Decision:
+        """A cross-node check on a node other than rank 0: it takes part in what rank 0 runs, until the deadline."""
+        left = self.left()
+        if left <= 1.0:
+            return Decision(skip=f"not within the {self.seconds:g} s budget: its time ran out here")
+        return Decision(1.0, limit_s=left)
+
+    def learn(self, check_id: str, scale: float, duration_s: float) -> None:
+        """Keep this run's (size, duration) of the workload: the last KEPT_RUNS plan the next runs."""
+        if scale <= 0 or duration_s <= 0:
+            return
+        runs = [*self._runs(check_id), (round(scale, 3), round(duration_s, 3))][-KEPT_RUNS:]
+        self.history.setdefault(self.device, {})[check_id] = [list(r) for r in runs]
+
+    def save(self) -> None:
+        """Keep what was learnt for the next run; a folder that cannot be written keeps nothing (the budget still
+        holds: the defaults and this run's probe plan it)."""
+        if self.history_path is None:
+            return
+        try:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.history_path, self.history)
+        except OSError:
+            return
+
+
+KEPT_RUNS = 6
+
+
+def _pair(item: Any) -> bool:
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e5 for v in item)
+    )
+
+
+def fit(runs: list[tuple[float, float]]) -> Cost | None:
+    """A workload's fixed part and full work from its runs at two sizes or more (least squares of duration on
+    size); None where they span one size or give no sensible line."""
+    scales = {scale for scale, _ in runs}
+    if len(scales) < 2:
+        return None
+    n = len(runs)
+    mean_x = sum(x for x, _ in runs) / n
+    mean_y = sum(y for _, y in runs) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in runs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in runs) / spread
+    fixed = mean_y - slope * mean_x
+    if slope <= 0 or fixed < 0:
+        return None
+    return Cost(fixed, slope)
+
+
+def seconds_left(budget: float | None) -> float | None:
+    """The time a --budget leaves the whole process now (None without one)."""
+    return None if not budget else psutil.Process().create_time() + budget - time.time()
+
+
+def history_path(beside: str | None) -> Path | None:
+    """Beside the baseline file where there is one (a site keeps both per node type), else
+    $XDG_STATE_HOME/gpudoctor (~/.local/state/gpudoctor)."""
+    if beside:
+        return Path(beside).resolve().parent / HISTORY_NAME
+    state = os.environ.get("XDG_STATE_HOME") or (Path.home() / ".local" / "state")
+    return Path(state) / "gpudoctor" / HISTORY_NAME
+
+
+def read_history(path: Path | None) -> dict[str, Any]:
+    """Durations learnt by earlier runs; anything unreadable or malformed is no history."""
+    if path is None or not path.is_file() or path.stat().st_size > 1 << 20:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def ordered(ids: list[str]) -> list[str]:
+    """Workloads in PRIORITY order (a plugin's last, in its own order)."""
+    rank = {check_id: position for position, check_id in enumerate(PRIORITY)}
+    return sorted(ids, key=lambda check_id: rank.get(check_id, len(PRIORITY)))
