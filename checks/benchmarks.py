@@ -16,6 +16,7 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    aimed,
     check,
     expect,
     fix,
@@ -104,6 +105,8 @@ def combine(verdicts: list[Judged], what: str) -> Result:
     rows = [row for row, _ in verdicts]
     ordered = sorted(verdicts, key=lambda v: SEVERITY.index(v[0].status) if v[0].status in SEVERITY else 9)
     cure = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
+    bad = [row for row in rows if row.status not in (Status.PASS, Status.SKIP)]
+    cure = aimed(cure, bad) if cure else None
     said = "; ".join(_said(row) for row, _ in ordered[:3]) + (f"; and {len(rows) - 3} more" if len(rows) > 3 else "")
     summary = f"{len(rows)} {what}s: {said}" if len(rows) > 1 else _said(rows[0])
     return Result(worst([r.status for r in rows], default=Status.SKIP), summary, rows=rows, remediation=cure)

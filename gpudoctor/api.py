@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         Result,
         Row,
         Status,
+        aimed,
         bad_summary,
         from_rows,
         gpu_label,
@@ -82,6 +83,7 @@ PROVIDERS = {
     **dict.fromkeys(
         (
             "SEVERITY",
+            "aimed",
             "bad_summary",
             "Metric",
             "Remediation",
@@ -116,6 +118,7 @@ __all__ = [
     "Row",
     "Status",
     "Unsafe",
+    "aimed",
     "bad_summary",
     "check",
     "compare",
