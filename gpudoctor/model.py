@@ -7,8 +7,6 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from gpudoctor.words import Unsafe, word
-
 # What a verdict rests on, where it is a measurement: a figure judged against a reference ("figure"), data a
 # workload checked (results, copies, memory words: "data"), or a workload that ran out of GPU memory ("oom").
 # A cause explains figures and out-of-memory errors measured under it; wrong data stays wrong whatever else ran.
@@ -280,6 +278,7 @@ def aimed(remediation: Remediation, bad: list[Row]) -> Remediation:
     """The remediation with `<GPU>` in its commands (and its other way's) made the GPUs of the rows that are not
     fine, each checked as one word (a PCI bus id or UUID from a file is text somebody else wrote); a command left
     with no GPU it may name is left out, and the reason says how to find it."""
+    from gpudoctor.words import Unsafe, word  # here: `--help` loads the model, never the word checks
     try:
         targets = ",".join(word(r.target, "word") for r in bad if r.target)
     except Unsafe:
