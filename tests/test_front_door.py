@@ -36,6 +36,7 @@ LIST = HELP | {
     "gpudoctor.report.console",
     "gpudoctor.checks",
     "gpudoctor.checks.ranks",
+    "gpudoctor.words",
 }
 # Never on these paths: the GPU stack, the engine and what only a run needs (`list` reads versions with packaging,
 # which the torch judges use at import).
