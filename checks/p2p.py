@@ -14,8 +14,10 @@ from gpudoctor.api import (
     Status,
     check,
     expect,
+    from_rows,
     gpu_for_cuda_index,
     gpu_label,
+    gpu_model,
     gpu_row,
     is_geforce,
 )
@@ -153,3 +155,107 @@ def geforce(ctx: CheckContext) -> Result:
     if lacking := ctx.lacks("nvml", "topology.p2p_read", would_give="add the output of `nvidia-smi topo -p2p r`"):
         return Result(Status.SKIP, lacking)
     return judge_consumer_p2p(ctx.gpus, ctx.nvml.get("topology", {}), ctx.env)
+
+
+# NVML's topology levels, as `topo -m` names them (nvmlGpuTopologyLevel_t).
+LEVELS = {10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+# NCCL uses GPUDirect RDMA only where the GPU and the NIC are at most PXB apart (one PCIe switch tree): NVIDIA/nccl
+# src/graph/paths.cc, ncclTopoCheckGdr, `int netGdrLevel = PATH_PXB` ("GPU Direct RDMA Disabled for GPU ... /
+# HCA ... (distance %d > %d)"); NCCL_NET_GDR_LEVEL overrides it.
+GDR_LEVEL = 20
+GRACE = ("GH200", "GB200", "GB300")  # Grace CPUs: the GPU reaches its NICs over NVLink-C2C, which topo -m shows as SYS
+
+
+def judge_topology(topology: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
+    """What `topo -m` (or NVML) says of the links: the NVLinks joining each GPU pair against the board's full
+    count (every pair of an NVSwitch board at its datasheet's links, else the most this node shows), and each
+    GPU's nearest NIC against the distance NCCL takes GPUDirect RDMA over."""
+    indexes = topology.get("indexes") or []
+    by_index = {g.get("index"): g for g in gpus}
+    rows = []
+    for position, index in enumerate(indexes):
+        gpu = by_index.get(index) or {"index": index}
+        problems = [*_nvlink_problems(topology, position, indexes, gpu), *_nic_problems(topology, position, gpu)]
+        worst_status = Status.FAIL if any(s == Status.FAIL for s, _ in problems) else Status.WARN
+        said = "; ".join(text for _, text in problems)
+        rows.append(gpu_row(gpu, worst_status if problems else Status.PASS, said or _fine(topology, position, gpu)))
+    return from_rows(
+        rows,
+        _summary(topology, indexes),
+        Remediation(
+            "An NVLink pair with fewer links than the board has lost links (a reset or the board's replacement); a "
+            "GPU with no NIC under its PCIe switch sends inter-node traffic through host memory (no GPUDirect RDMA).",
+            [
+                "nvidia-smi nvlink -s -i <GPU>",
+                "nvidia-smi topo -m",
+                "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,GRAPH python train.py 2>&1 | grep -i 'GPU Direct RDMA'",
+            ],
+        ),
+    )
+
+
+def _nvlink_problems(
+    topology: dict[str, Any], position: int, indexes: list[int], gpu: dict[str, Any]
+) -> list[tuple[Status, str]]:
+    matrix = topology.get("nvlinks") or []
+    row = matrix[position] if position < len(matrix) else []
+    counts = [c for c in row if isinstance(c, int)]
+    if not counts or not all(counts):  # no NVLink here, or bridged pairs: nothing to hold every pair to
+        return []
+    full = _full_links(matrix, gpu)
+    short = [(indexes[k], c) for k, c in enumerate(row) if isinstance(c, int) and c < full]
+    return [
+        (Status.FAIL, f"NV{c} to GPU {peer} (NV{full} on this board: {full - c} NVLinks down)") for peer, c in short
+    ]
+
+
+def _full_links(matrix: list[list[Any]], gpu: dict[str, Any]) -> int:
+    """What every pair of a fully connected board should show: the datasheet's links where the model is known,
+    else the most any pair here shows."""
+    model = gpu_model(gpu) or {}
+    seen = max((c for row in matrix for c in row if isinstance(c, int)), default=0)
+    return int(model.get("nvlink_links") or seen) if seen <= int(model.get("nvlink_links") or seen) else seen
+
+
+def _nic_problems(topology: dict[str, Any], position: int, gpu: dict[str, Any]) -> list[tuple[Status, str]]:
+    nics = topology.get("nics") or []
+    levels = [(n["levels"][position], n) for n in nics if position < len(n.get("levels") or [])]
+    known = [(level, n) for level, n in levels if isinstance(level, int)]
+    if not known or any(g in str(gpu.get("name") or "") for g in GRACE):
+        return []
+    nearest, nic = min(known, key=lambda pair: pair[0])
+    if nearest <= GDR_LEVEL or not (_some_gpu_near(nics) or gpu_model(gpu)):
+        return []  # near; or no GPU here has a NIC near and the board is not known (a Grace board shows SYS)
+    said = f"nearest NIC {nic.get('device') or nic['name']} is {LEVELS.get(nearest, nearest)} away"
+    return [(Status.WARN, f"{said}: no GPUDirect RDMA (NCCL takes it within PXB)")]
+
+
+def _some_gpu_near(nics: list[dict[str, Any]]) -> bool:
+    return any(isinstance(level, int) and level <= GDR_LEVEL for n in nics for level in n.get("levels") or [])
+
+
+def _fine(topology: dict[str, Any], position: int, gpu: dict[str, Any]) -> str:
+    matrix = topology.get("nvlinks") or []
+    row = [c for c in (matrix[position] if position < len(matrix) else []) if isinstance(c, int)]
+    said = [f"NV{max(row)} to {sum(1 for c in row if c)} GPUs" if any(row) else "no NVLink"]
+    levels = [n["levels"][position] for n in topology.get("nics") or [] if position < len(n.get("levels") or [])]
+    known = [level for level in levels if isinstance(level, int)]
+    if known:
+        said.append(f"nearest NIC {LEVELS.get(min(known), min(known))}")
+    return ", ".join(said)
+
+
+def _summary(topology: dict[str, Any], indexes: list[int]) -> str:
+    nics = len(topology.get("nics") or [])
+    said = f"{len(indexes)} GPU{'s' if len(indexes) != 1 else ''}: links as the topology shows them"
+    return said + (f", {nics} NIC{'s' if nics != 1 else ''} placed" if nics else "")
+
+
+@check("p2p.topology", "NVLinks per GPU pair and the NIC near each GPU", needs=("nvml",), min_gpus=1)
+def topology(ctx: CheckContext) -> Result:
+    """`nvidia-smi topo -m` (pasted, or NVML's own topology): each GPU pair's NVLinks against the board's full
+    count, and each GPU's nearest NIC against the distance NCCL uses GPUDirect RDMA over."""
+    found = ctx.nvml.get("topology") or {}
+    if not found.get("indexes") or not (found.get("nics") or any(any(r) for r in found.get("nvlinks") or [])):
+        return Result(Status.SKIP, "no NVLink or NIC in the topology (add the output of `nvidia-smi topo -m`)")
+    return judge_topology(found, ctx.gpus)

@@ -113,6 +113,10 @@ NVLINK_CELL = re.compile(r"^NV\d+$")
 P2P_STATUS = {"OK": 0, "CNS": 1, "GNS": 2, "TNS": 3, "DR": 4, "NS": 5, "U": 6}
 P2P_COMMAND = re.compile(r"topo\s+(?:-p2p|--p2pstatus)\s+(\S+)")
 TOPO_COLUMN = re.compile(r"^GPU\d{1,5}$")
+NIC_COLUMN = re.compile(r"^(?:NIC\d{1,3}|mlx\d{1,2}_\d{1,3}|ib\w{1,12}|eth\w{1,12}|rdma\w{1,12})$")
+NIC_LEGEND = re.compile(r"^\s*(NIC\d{1,3}): ([\w.:-]{1,40})\s*$")
+MAX_NICS = 64
+LEGEND_LINES = 40  # the legend of levels is about 12 lines; the NIC legend follows it
 
 # `-q`: "    Key                : Value" (a space before the colon), section titles, the per-GPU header.
 Q_BANNER = "NVSMI LOG"
@@ -521,7 +525,34 @@ class Reader:
             self.p2p(i, rows, gpus)
         elif trailing or values:
             self.topo(i, rows, gpus, len(columns), trailing)
+            self.nics(i, rows, columns[gpus:], j)
         return j
+
+    def nics(self, i: int, rows: list[tuple[int, list[str], int]], names: list[str], after: int) -> None:
+        """`topo -m`'s NIC columns: how far each NIC is from each GPU (NVML's levels: 10 PIX .. 50 SYS), named by
+        the "NIC Legend" below the matrix where it follows (NIC0: mlx5_0)."""
+        nics = [n for n in names if NIC_COLUMN.match(n)][:MAX_NICS]
+        if not nics:
+            return
+        devices = self.nic_legend(after)
+        levels = {name: [None] * len(rows) for name in nics}
+        for position, (_, cells, _) in enumerate(rows):
+            for k, name in enumerate(nics):
+                cell = cells[len(rows) + k] if len(rows) + k < len(cells) else ""
+                levels[name][position] = ANCESTORS.get(cell)
+        found = [{"name": n, "device": devices.get(n, n), "levels": levels[n]} for n in nics]
+        self.topology_fact("nics", found, i)
+
+    def nic_legend(self, after: int) -> dict[str, str]:
+        """ "NIC Legend:" then "  NIC0: mlx5_0" lines, within the lines that follow the matrix."""
+        legend: dict[str, str] = {}
+        for line in self.lines[after : after + LEGEND_LINES]:
+            named = NIC_LEGEND.match(clean(line))
+            if named:
+                legend[named.group(1)] = named.group(2)
+            elif legend and clean(line).strip():
+                break
+        return legend
 
     def topo(self, i: int, rows: list[tuple[int, list[str], int]], gpus: int, width: int, trailing: list[str]) -> None:
         """`topo -m`: the common PCIe ancestor of each GPU pair, the NVLinks joining it ("NV12": 12, else 0),
