@@ -211,11 +211,22 @@ def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
         rows,
         ok,
         Remediation(
-            "The Xid catalogue's action for each: drain the node first; a GPU that needs a reset or a reboot "
-            "again after one has failing hardware (replace it).",
+            PROGRAM_WHY if actions == {"SANITIZE"} else CATALOGUE_WHY,
             [XID_COMMANDS.get(source, XID_COMMANDS["dmesg"])] + [ACTION_COMMANDS[a] for a in ACTIONS if a in actions],
         ),
     )
+
+
+CATALOGUE_WHY = (
+    "The Xid catalogue's action for each: drain the node first; a GPU that needs a reset or a reboot again after "
+    "one has failing hardware (replace it)."
+)
+PROGRAM_WHY = (
+    "The kernel log names the process whose GPU work faulted (Xid 13, graphics engine exception; Xid 31, GPU memory "
+    "page fault: usually an application error, NVIDIA's Xid catalogue): the program's bug or bad input, not shown to "
+    "be the GPU's. Rerun it under compute-sanitizer to find the kernel and the access; suspect the GPU only where "
+    "it faults for every program."
+)
 
 
 UNREADABLE = Remediation(
@@ -227,12 +238,13 @@ XID_COMMANDS = {
     "dmesg": "sudo dmesg -T | grep -iE 'xid|sxid'",
     "journalctl -k": "journalctl -k -b | grep -iE 'xid|sxid'",
 }
-ACTIONS = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "RESTART_FABRIC")
+ACTIONS = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "RESTART_FABRIC", "SANITIZE")
 ACTION_COMMANDS = {
     "RESET_GPU": "sudo nvidia-smi -i <GPU> -r",
     "RESTART_BM": "sudo reboot",
     "RESTART_VM": "sudo reboot  # the VM; where the GPU stays lost, stop and start it from the cloud console",
     "RESTART_FABRIC": "sudo systemctl restart nvidia-fabricmanager  # after draining; reboot if it recurs",
+    "SANITIZE": "compute-sanitizer --tool memcheck python train.py  # the program the Xid names, with its arguments",
 }
 # What a catalogue bucket or an Xid 154 verdict asks of the operator, as one of ACTIONS.
 ACTION_OF = {
@@ -247,6 +259,13 @@ ACTION_OF = {
 }
 RECOVERY_PATTERN = re.compile(r"to 0x[0-9a-fA-F]+ \(([^)]+)\)")
 NVLINK5_XIDS = range(144, 151)
+# The catalogue's Xids of a fault in an application's own GPU work (13 graphics engine exception, 31 GPU memory page
+# fault: "usually an application error"). Where the kernel line names the process ("pid=1234, name=python, ..."),
+# it is that program's bug unless another Xid on the GPU says the hardware failed. Xid 43, the driver stopping the
+# faulting channel, names the process too where the fault's own lines say pid='<unknown>'.
+PROGRAM_XIDS = (13, 31)
+NAMING_XIDS = (13, 31, 43)
+NAMED_PROCESS = re.compile(r"pid=(\d{1,10}), name=([^<,][^,]{0,15}),")  # the kernel's comm: 15 characters
 
 
 def _unlisted(xids: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[str]:
@@ -263,13 +282,37 @@ def xid_row(gpu: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Row, set
             mine.setdefault(event["xid"], []).append(event)
     if not mine:
         return gpu_row(gpu, Status.PASS, "no Xid"), set()
-    graded = [grade_xid(code, merge(found), gpu, mine) for code, found in sorted(mine.items())]
-    graded.sort(key=lambda g: -SEVERITY[g[0]])
-    status = worst([g[0] for g in graded])
+    graded = [(code, *grade_xid(code, merge(found), gpu, mine)) for code, found in sorted(mine.items())]
+    graded.sort(key=lambda g: -SEVERITY[g[1]])
+    status = worst([g[1] for g in graded])
     figures = [
         Metric("xid_events", merge(found)["count"], labels={"xid": code}) for code, found in sorted(mine.items())
     ]
-    return gpu_row(gpu, status, "; ".join(g[1] for g in graded), figures), {g[2] for g in graded if g[2]}
+    named, hardware = culprit(mine), status == Status.FAIL
+    said = "; ".join(text + by_process(code, named, hardware) for code, _, text, _ in graded)
+    actions = {g[3] for g in graded if g[3]} | ({"SANITIZE"} if named and not hardware else set())
+    return gpu_row(gpu, status, said, figures), actions
+
+
+def culprit(mine: dict[int, list[dict[str, Any]]]) -> str | None:
+    """`python (pid 1234)`: the process a GPU's program-fault Xids (PROGRAM_XIDS) name, where their lines or the
+    Xid 43 that stopped its channel name one; None where none does (drivers before R470 print no name)."""
+    if not any(code in mine for code in PROGRAM_XIDS):
+        return None
+    for code in NAMING_XIDS:
+        for event in mine.get(code, []):
+            for line in (event.get("first_line"), event.get("last_line"), event.get("line")):
+                if match := NAMED_PROCESS.search(line or ""):
+                    return f"{match.group(2)} (pid {match.group(1)})"
+    return None
+
+
+def by_process(code: int, named: str | None, hardware: bool) -> str:
+    """What a program-fault Xid's text adds where the kernel names the process: that program's bug, unless an Xid
+    on the same GPU says the hardware failed (then only who was running)."""
+    if code not in PROGRAM_XIDS or not named:
+        return ""
+    return f" in {named}" if hardware else f" in {named}: the program's bug"
 
 
 def merge(events: list[dict[str, Any]]) -> dict[str, Any]:

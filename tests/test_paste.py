@@ -20,11 +20,11 @@ from gpudoctor.paste import evidence, inputs, signatures
 from gpudoctor.report import document as doc
 
 PASTES = FIXTURES / "pastes"
-READABLE = sorted(
-    p
-    for kind in ("collect_env", "nvidia-smi", "kernel", "nccl", "errors", "issues", "bug-report")
-    for p in (PASTES / kind).glob("*.txt")
-) + sorted((PASTES / "written").glob("*.md"))
+KINDS = ("collect_env", "nvidia-smi", "kernel", "nccl", "errors", "issues", "bug-report")
+KINDS += ("libraries", "services", "containers", "network", "program")  # issue 39: the errors around the GPU
+READABLE = sorted(p for kind in KINDS for p in (PASTES / kind).glob("*.txt")) + sorted(
+    (PASTES / "written").glob("*.md")
+)
 TOO_OLD = PASTES / "errors" / "driver-too-old-found-11040-runtimeerror-with-smi-header.txt"
 BUS_ERROR = PASTES / "errors" / "shm-bus-error-dataloader-worker-killed-newer-wording.txt"
 
@@ -48,6 +48,7 @@ UNREADABLE = {
     "torch-not-compiled-with-cuda-windows-conda-module-cuda-partial.txt": "cut before its message",
     "torchvision-nms-does-not-exist-register-fake-torch-2.4-partial.txt": "cut before its message",
     "nccl-tests-206-ibv-reg-mr-iova2-cannot-allocate-memory-ulimit-l.txt": "the error is in a screenshot",
+    "fabricmanager-systemctl-status-active-running-healthy-bottlerocket-partial.txt": "a healthy service: no error",
 }
 
 
