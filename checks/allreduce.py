@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.api import Result, check, expect
+from gpudoctor.api import Result, Work, check, expect
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -32,6 +32,7 @@ from gpudoctor.judging.allreduce import CPU_SIZES, GPU_SIZES, combine, judge
         "warmup": 5,
         "iters": 20,
     },
+    work=Work(3, {"cpu": 6.5, "cuda": 7.0}),
 )
 def allreduce(ctx: CheckContext) -> Result:
     """Size sweep of all-reduce across every GPU, verified; large-message busbw against the topology."""

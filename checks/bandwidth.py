@@ -13,6 +13,7 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    Work,
     check,
     expect,
     gpu_row,
@@ -133,6 +134,7 @@ SETTINGS = {"bytes": 256 * 2**20, "floor": 0.75, "baseline_tolerance": 0.9, "war
     needs=("gpu", "live", "torch"),
     timeout_s=180,
     settings=SETTINGS,
+    work=Work(5, {"cuda": 2.0}),
 )
 def host_device(ctx: CheckContext) -> Result:
     """Pinned host-to-device and device-to-host bandwidth per GPU, against its PCIe generation and width."""
@@ -146,6 +148,7 @@ def host_device(ctx: CheckContext) -> Result:
     needs=("gpu", "live", "torch"),
     timeout_s=180,
     settings={**SETTINGS, "bytes": 2**30},
+    work=Work(6, {"cuda": 1.0}),
 )
 def device_memory(ctx: CheckContext) -> Result:
     """A large device-to-device copy per GPU (bytes read plus written) against the GPU's specification."""

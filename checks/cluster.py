@@ -16,6 +16,7 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    Work,
     check,
     compare,
     expect,
@@ -227,6 +228,7 @@ def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation 
         "iters": 10,
         "pair_bytes": 0,
     },
+    work=Work(10, {"cpu": 4.0, "cuda": 6.0}),
 )
 def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
     """Every GPU of every node in one all-reduce sweep, verified, its busbw against the slowest node's
@@ -282,6 +284,7 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
     needs=("cluster", "live", "torch"),
     timeout_s=600,
     settings={**{k: v for k, v in ddp.SETTINGS.items() if k != "scaling"}, **FRACTIONS, "cpu_ranks": 1},
+    work=Work(11, {"cpu": 11.0, "cuda": 10.0}, least=0.5),
 )
 def ddp_across(ctx: CheckContext) -> list[Result] | Result:
     """The reference DDP run on every GPU of every node: loss falls, replicas identical, gradient right,

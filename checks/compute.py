@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, expect, gpu_row, worst
+from gpudoctor.api import Metric, Remediation, Result, Row, Status, Work, check, expect, gpu_row, worst
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -59,6 +59,7 @@ def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Ex
     needs=("gpu", "live", "torch"),
     timeout_s=180,
     settings={"n": 8192, "floor": 0.75, "baseline_tolerance": 0.9, "warmup": 3, "iters": 10},
+    work=Work(1, {"cuda": 1.5}),
 )
 def gemm(ctx: CheckContext) -> Result:
     """Dense bf16 and TF32 (fp16 before Ampere) GEMM per GPU against the published healthy figure, verified

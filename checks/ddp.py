@@ -18,6 +18,7 @@ from gpudoctor.api import (
     Remediation,
     Result,
     Status,
+    Work,
     check,
     compare,
     expect,
@@ -116,6 +117,7 @@ def _scaling(ranks: list[dict[str, Any]], own: dict[int, list[float]], device: s
     uses=("nvml", "system"),
     timeout_s=300,
     settings=SETTINGS,
+    work=Work(7, {"cpu": 11.0, "cuda": 9.0}, least=0.5),
 )
 def ddp_train(ctx: CheckContext) -> list[Result]:
     """ResNet DDP on every GPU (gloo on CPU): loss falls, replicas identical, gradients right, throughput;

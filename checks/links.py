@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Result, check, compare, expect, references
+from gpudoctor.api import Result, Work, check, compare, expect, references
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -68,6 +68,7 @@ def _fastest_port(node: dict[str, Any]) -> tuple[float, str] | None:
     needs=("cluster", "live", "torch"),
     timeout_s=300,
     settings=SETTINGS,
+    work=Work(9, {"cpu": 4.0, "cuda": 6.0}),
 )
 def links(ctx: CheckContext) -> list[Result] | Result:
     """Every node against its nearest ring neighbours, both directions; every suspect re-tested against a

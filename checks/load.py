@@ -18,6 +18,7 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    Work,
     check,
     compare,
     expect,
@@ -149,6 +150,7 @@ def gpu_row_for(
     uses=("nvml",),
     timeout_s=300,
     settings={"seconds": 20, "n": 8192, "window_s": 0.5, "sample_s": 0.5, "floor": 0.75},
+    work=Work(8, {"cuda": 21.0}),
 )
 def concurrent(ctx: CheckContext) -> Result:
     """bf16 GEMMs on every GPU at once for `seconds` (x4 at `full`), NVML read every `sample_s` throughout:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Metric, Remediation, Result, Status, check, from_rows, gpu_row
+from gpudoctor.api import Metric, Remediation, Result, Status, Work, check, from_rows, gpu_row
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -48,6 +48,7 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
     needs=("gpu", "live", "torch"),
     timeout_s=300,
     settings={"share": 0.25, "full_share": 0.8, "walking_bits": 4, "seed": 1234},
+    work=Work(2, {"cuda": 1.5}),
 )
 def memtest(ctx: CheckContext) -> Result:
     """Write and verify walking-bit, seeded-random and address patterns over a share of free memory."""

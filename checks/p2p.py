@@ -12,6 +12,7 @@ from gpudoctor.api import (
     Remediation,
     Result,
     Status,
+    Work,
     check,
     expect,
     from_rows,
@@ -99,6 +100,7 @@ def judge(
     min_gpus=2,
     timeout_s=180,
     settings={"bytes": 256 * 2**20, "floor": 0.75, "warmup": 3, "iters": 10},
+    work=Work(4, {"cuda": 3.0}),
 )
 def p2p(ctx: CheckContext) -> Result:
     """Access matrix (torch and NVML), copy bandwidth and latency per pair, every peer copy verified."""

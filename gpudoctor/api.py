@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         places,
         worst,
     )
-    from gpudoctor.registry import check
+    from gpudoctor.registry import Work, check
     from gpudoctor.workloads import measure
     from gpudoctor.workloads.isolate import progress
     from gpudoctor.workloads.launch import RankContext, init_rank
@@ -99,6 +99,7 @@ PROVIDERS = {
         "gpudoctor.model",
     ),
     "check": "gpudoctor.registry",
+    "Work": "gpudoctor.registry",
     "measure": "gpudoctor.workloads.measure",
     "progress": "gpudoctor.workloads.isolate",
     "RankContext": "gpudoctor.workloads.launch",
@@ -118,6 +119,7 @@ __all__ = [
     "Row",
     "Status",
     "Unsafe",
+    "Work",
     "aimed",
     "bad_summary",
     "check",

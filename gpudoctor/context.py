@@ -42,7 +42,10 @@ class Options:
     baseline: dict[str, Any] | None = None
     pasted_only: bool = False  # `only` came from a paste's signatures (--live): the level still bounds it
     budget: float | None = None  # --budget: the whole run, start-up included, ends within this many seconds
-    budget_after: tuple[str, ...] = ()  # what runs after these checks under the budget (cross-node checks)
+    # When the budget's time began (time.time()): the process's start, or in a cluster run the moment this node
+    # joined (a node's launch and rendezvous are the launcher's time, which the budget cannot plan).
+    budget_from: float | None = None
+    budget_after: tuple[Any, ...] = ()  # the checks (CheckSpec) that run after these under the budget (cross-node)
 
 
 @dataclass

@@ -34,6 +34,17 @@ CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
 SPEC_ATTR = "__gpudoctor_check__"
 
 
+@dataclass(frozen=True)
+class Work:
+    """What a workload declares for `--budget` (engine/budget.py): its place in the order, the most telling first
+    (`rank`), its growing part at full size in seconds per device as this project measured it (`seconds`: "cpu",
+    "cuda"), and the least share of it that still judges (`least`)."""
+
+    rank: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    least: float = 0.25
+
+
 @dataclass
 class CheckSpec:
     """What a check declares about itself.
@@ -57,6 +68,7 @@ class CheckSpec:
     description: str = ""
     source: str = "builtin"
     settings: dict[str, Any] = field(default_factory=dict)
+    work: Work | None = None
 
     @property
     def area(self) -> str:
@@ -79,9 +91,10 @@ def check(
     min_gpus: int = 0,
     timeout_s: float = 60.0,
     settings: dict[str, Any] | None = None,
+    work: Work | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a check. Its docstring's first sentence is its description (`first_sentence`); `settings` are
-    the config keys it reads, with their defaults (thresholds)."""
+    the config keys it reads, with their defaults (thresholds); `work` what a workload costs under --budget."""
     needs, uses = tuple(needs), tuple(uses)
     _validate(id, level, needs + uses)
     if not isinstance(title, str) or not title.strip():
@@ -92,7 +105,9 @@ def check(
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = first_sentence(fn.__doc__ or title)
-        spec = CheckSpec(id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}))
+        spec = CheckSpec(
+            id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}), work=work
+        )
         setattr(fn, SPEC_ATTR, spec)
         return fn
 

@@ -10,22 +10,26 @@ from pathlib import Path
 import pytest
 from helpers.common import gpudoctor
 
+from gpudoctor import registry
 from gpudoctor.engine import budget as budget_mod
-from gpudoctor.engine.budget import Budget, Cost, fit, ordered
+from gpudoctor.engine.budget import Budget, Cost, declared, fit, ordered
 from gpudoctor.engine.budget_verdicts import short_run
 from gpudoctor.judging import ddp
 from gpudoctor.model import Metric, Result, Row, Status
 
+SPECS = {spec.id: spec for spec in registry.discover(entry_points=False).specs}
+
 
 def planner(seconds: float, left: float, device: str = "cpu", history: dict | None = None) -> Budget:
-    """A budget with `left` seconds to its deadline now, the gateway's import at 2 s."""
+    """A budget with `left` seconds to its deadline now, the gateway's import at 2 s, the built-in checks'
+    declarations."""
     deadline = time.time() + left + budget_mod.RESERVE_S
-    return Budget(seconds, deadline, device, 2.0, history or {})
+    return Budget(seconds, deadline, device, 2.0, history or {}, works=declared(list(SPECS.values())))
 
 
 def test_a_workload_runs_whole_where_it_fits_sized_where_it_nearly_does_and_is_skipped_saying_why() -> None:
     cost = planner(60, 60).cost("allreduce.bandwidth")
-    assert cost == Cost(2.0 * budget_mod.START_SHARE + budget_mod.FIXED_EXTRA_S["cpu"], 6.5)
+    assert cost == Cost(2.0 * budget_mod.START_SHARE["cpu"] + budget_mod.FIXED_EXTRA_S["cpu"], 6.5)
     whole = planner(60, 60).plan("allreduce.bandwidth")
     assert whole.scale == 1.0 and whole.skip is None
     sized = planner(15, cost.at(0.5) * budget_mod.MARGIN).plan("allreduce.bandwidth")
@@ -72,13 +76,24 @@ def test_what_a_run_learns_is_kept_beside_the_baseline_and_junk_is_no_history(tm
 
 
 def test_the_most_telling_workloads_come_first() -> None:
-    assert ordered(["load.concurrent", "ddp.train", "plugin.mine", "allreduce.bandwidth", "compute.gemm"]) == [
+    mine = registry.CheckSpec("plugin.mine", "A plugin's workload", "standard", print, needs=("live",))
+    names = ["load.concurrent", "ddp.train", "allreduce.bandwidth", "compute.gemm", "p2p.access"]
+    assert [spec.id for spec in ordered([SPECS[names[0]], mine, *(SPECS[n] for n in names[1:])])] == [
         "compute.gemm",
         "allreduce.bandwidth",
+        "p2p.access",
         "ddp.train",
         "load.concurrent",
         "plugin.mine",
     ]
+
+
+def test_every_workload_declares_its_cost_and_a_plugin_s_is_planned_without_one() -> None:
+    workloads = [spec for spec in SPECS.values() if "live" in spec.needs]
+    assert workloads and all(spec.work for spec in workloads), [s.id for s in workloads if not s.work]
+    assert len({spec.work.rank for spec in workloads}) == len(workloads), "one place each in the order"
+    assert planner(60, 60).cost("plugin.mine").work_s == budget_mod.UNKNOWN_WORK_S
+    assert planner(60, 60).least("ddp.train") == 0.5 and planner(60, 60).least("plugin.mine") == budget_mod.MIN_SCALE
 
 
 def figure(value: float, expected: float) -> Metric:

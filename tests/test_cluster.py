@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import jsonschema
@@ -151,10 +152,11 @@ def verdict(node: Node) -> dict:
 
 def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(hosts: Hosts, tmp_path: Path) -> None:
     """The issue's case: three healthy nodes on a busy machine named node1 a straggler from noisy figures.
-    Here a process keeps one of the two cores busy throughout; one node runs through the Python API
+    Here a process keeps the cores busy whenever the nodes leave them idle; one node runs through the Python API
     (probe.run(cluster=True): cluster mode is a library function); rank 0's Prometheus file goes to
     node_exporter."""
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # Niced: it takes what the nodes leave, as another user's job does, and never starves the run it disturbs.
+    burner = subprocess.Popen([sys.executable, "-c", "import os\nos.nice(19)\nwhile True: pass"])
     try:
         nodes, leader = run(hosts, tmp_path, ["--only", "cluster", "system.shm"], api=(1,), limit_s=600)
     finally:
@@ -171,7 +173,10 @@ def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(
     assert results["cluster.nodes"]["status"] == "pass"
     assert results["cluster.skew"]["status"] == "pass"
     assert results["cluster.links"]["status"] in ("pass", "warn"), "warn only: unstable, or unconfirmed"
-    assert "noise allowance" in results["cluster.links"]["summary"]
+    links = results["cluster.links"]
+    assert "noise allowance" in links["summary"] + (links["detail"] or ""), (
+        "the allowance is told, in the detail when named"
+    )
     assert results["cluster.allreduce"]["status"] == "pass" and "3 nodes" in results["cluster.allreduce"]["summary"]
     assert results["cluster.allreduce:per-node"]["status"] in ("pass", "warn")
     assert results["cluster.ddp:params-identical"]["summary"] == "parameters identical on all 3 ranks"
@@ -402,3 +407,24 @@ def test_the_torchrun_example_seals_with_the_secret_file_it_reads(hosts: Hosts, 
     leader = next(r for r in reports if "cluster" in r)
     assert [p.returncode for p in procs] == [0, 0], [(tmp_path / f"{i}.log").read_text()[-800:] for i in range(2)]
     assert leader["cluster"]["credential"] == "secret" and leader["cluster"]["failed_nodes"] == []
+
+
+@pytest.mark.parametrize("hosts", [8], indirect=True)
+def test_eight_nodes_end_within_their_budget_and_none_cut_short_is_named_slow(hosts: Hosts, tmp_path: Path) -> None:
+    """`--level standard --budget 15` on 8 hosts sharing two cores: every node's run, from the moment it joined
+    (its launch and the rendezvous are the launcher's time: 20-30 s here), ends within the budget (and 5 % or
+    2 s) with its report written; rank 0 writes the cluster's report; what the budget left out is named, never
+    a node."""
+    budget = 15.0
+    args = ["--level", "standard", "--budget", f"{budget:g}", "--skip", "driver", "health"]  # no driver here
+    nodes, leader = run(hosts, tmp_path, args, limit_s=120)
+    for name, node in nodes.items():
+        joined = datetime.fromisoformat(node.report["started_at"]).timestamp()
+        written = (tmp_path / "out" / f"{name}.json").stat().st_mtime
+        assert written - joined <= budget + max(0.05 * budget, 2.0), (name, written - joined)
+    cluster = leader["cluster"]
+    assert cluster["failed_nodes"] == [] and cluster["stragglers"] == [], cluster
+    assert {n.returncode for n in nodes.values()} == {0}, {n.name: n.log[-300:] for n in nodes.values()}
+    cross = [c for c in leader["checks"] if c["check_id"].startswith("cluster.") and c["check_id"] != "cluster.nodes"]
+    assert all(c["status"] in ("pass", "skip", "warn") for c in cross), cross
+    assert all("budget" in c["summary"] for c in cross if c["status"] == "skip"), cross

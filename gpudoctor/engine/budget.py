@@ -6,10 +6,14 @@ What a workload costs here: a fixed part (its processes start and import torch, 
 a part that grows with its work (iterations, steps, seconds). The fixed part is measured at the start of every run:
 the torch gateway times `import torch` (the facts' `torch.import_s`), and a workload's ranks start the same way. The
 growing part is learnt from earlier runs on this machine (kept beside the baseline, or in the user's state folder),
-else taken from this project's own measurements (DEFAULT_WORK_S).
+else taken from what each check declares (`work=Work(rank, seconds, least)`), this project's own measurements:
+`cpu` on the 2-core development machine (gloo, 2 ranks; docs/BENCHMARKS.md), `cuda` from the real H100's standard
+run of 2026-11-22 less its start-up (tests/fixtures/real/H100-80GB-HBM3.standard.json). DDP declares that it keeps
+half its steps at the least, enough for its loss to fall (judging/ddp.py MIN_STEPS).
 
-Which workload first (PRIORITY): the order of the faults that stopped Llama 3's training on 16,384 H100s ("The
-Llama 3 Herd of Models", arXiv 2407.21783, Table 5: of 419 unexpected interruptions, faulty GPUs (NVLink among them)
+Which workload first (each declaration's rank): the order of the faults that stopped Llama 3's training on 16,384
+H100s ("The Llama 3 Herd of Models", arXiv 2407.21783, Table 5: of 419 unexpected interruptions, faulty GPUs (NVLink
+among them)
 30.1 %, HBM3 memory 17.2 %, network switches and cables 8.4 %, GPU SRAM 4.5 %, NICs 1.7 %), for the finding each
 workload alone makes: a GPU slow or wrong under compute (compute.gemm), memory that corrupts data before ECC counts
 it (memory.test), NVLink or the transport NCCL takes (allreduce.bandwidth, then p2p per pair), the PCIe and HBM
@@ -28,41 +32,17 @@ from typing import Any
 import psutil
 
 from gpudoctor.files import write_json_atomic
+from gpudoctor.registry import CheckSpec, Work
 
-PRIORITY = (
-    "compute.gemm",
-    "memory.test",
-    "allreduce.bandwidth",
-    "p2p.bandwidth",
-    "bandwidth.host-device",
-    "bandwidth.device-memory",
-    "ddp.train",
-    "load.concurrent",
-    "cluster.links",
-    "cluster.allreduce",
-    "cluster.ddp",
-)
-MIN_SCALE = 0.25  # the shortest a workload runs: a quarter of its measured work (at least MIN_REPEATS timings)
-# DDP keeps enough steps for its loss to fall (judging/ddp.py MIN_STEPS): half its default run.
-MIN_SCALES = {"ddp.train": 0.5, "cluster.ddp": 0.5}
 RESERVE_S = 0.8  # kept for the end: judging, the report written, every child gone
 MARGIN = 1.2  # an estimate is planned with a fifth more: a workload cut short is a result lost
 # A workload's ranks start like the gateway (import torch), several at once on the same cores, then build their
 # context: on the 2-core machine an all-reduce's fixed part measured 4.5-5.3 s against a 2.5 s gateway import.
 START_SHARE = {"cuda": 1.5, "cpu": 2.0}  # on CPU two ranks import torch at once on the same cores
 FIXED_EXTRA_S = {"cuda": 1.5, "cpu": 0.8}  # a CUDA context and NCCL's init, or gloo's, after the import
-# The growing part of each workload at full size, measured by this project: `cpu` on the 2-core development
-# machine (gloo, 2 ranks; docs/BENCHMARKS.md), `cuda` from the real H100's standard run of 2026-11-22 less its
-# start-up (tests/fixtures/real/H100-80GB-HBM3.standard.json). Earlier runs here replace them.
-DEFAULT_WORK_S = {
-    "cpu": {"allreduce.bandwidth": 6.5, "ddp.train": 11.0, "cluster.links": 4.0, "cluster.allreduce": 4.0,
-            "cluster.ddp": 11.0},
-    "cuda": {"compute.gemm": 1.5, "memory.test": 1.5, "allreduce.bandwidth": 7.0, "p2p.bandwidth": 3.0,
-             "bandwidth.host-device": 2.0, "bandwidth.device-memory": 1.0, "ddp.train": 9.0,
-             "load.concurrent": 21.0, "cluster.links": 6.0, "cluster.allreduce": 6.0, "cluster.ddp": 10.0},
-}  # fmt: skip
 UNKNOWN_WORK_S = 10.0  # a plugin's workload nothing has measured yet
 HISTORY_NAME = "gpudoctor-durations.json"
+MIN_SCALE = 0.25  # the shortest a workload runs unless it declares more: a quarter of its work (MIN_REPEATS timings)
 
 
 @dataclass
@@ -93,14 +73,25 @@ class Budget:
     history: dict[str, Any] = field(default_factory=dict)
     history_path: Path | None = None
     reserve_s: float = 0.0  # kept for what runs after (a cluster run's cross-node checks)
+    works: dict[str, Work] = field(default_factory=dict)  # what each workload declares (registry.Work)
 
     @classmethod
-    def start(cls, seconds: float, device: str, import_s: float | None, beside: str | None) -> Budget:
-        """The budget counted from this process's start (start-up included); history read from beside the
-        baseline file, else the user's state folder."""
-        begun = psutil.Process().create_time()
+    def start(
+        cls,
+        seconds: float,
+        device: str,
+        import_s: float | None,
+        beside: str | None,
+        specs: list[CheckSpec],
+        begun: float | None = None,
+    ) -> Budget:
+        """The budget counted from `begun` (time.time()), else this process's start (start-up included); history
+        read from beside the baseline file, else the user's state folder; each workload's cost as its check
+        declares it."""
+        begun = begun or psutil.Process().create_time()
         path = history_path(beside)
-        return cls(seconds, begun + seconds, device, import_s or 1.5, read_history(path), path)
+        works = declared(specs)
+        return cls(seconds, begun + seconds, device, import_s or 1.5, read_history(path), path, works=works)
 
     def left(self) -> float:
         return self.deadline - time.time() - RESERVE_S
@@ -113,7 +104,8 @@ class Budget:
         if fitted:
             return fitted
         fixed = self.import_s * START_SHARE.get(self.device, 1.5) + FIXED_EXTRA_S.get(self.device, 1.0)
-        work = DEFAULT_WORK_S.get(self.device, {}).get(check_id, UNKNOWN_WORK_S)
+        declared_work = self.works.get(check_id)
+        work = declared_work.seconds.get(self.device, UNKNOWN_WORK_S) if declared_work else UNKNOWN_WORK_S
         if runs:  # one size seen: the work is what it took beyond the fixed part
             scale, took = runs[-1]
             work = max(work * 0.5, (took - fixed) / scale)
@@ -129,13 +121,18 @@ class Budget:
         """Run at full size where it fits, else at the share of its work that fits (no less than MIN_SCALE; all of
         it for a cross-node check, `whole`), else not at all: "not within the 15 s budget; needs about 12 s"."""
         left, cost = self.left() - self.reserve_s, self.cost(check_id)
-        least = 1.0 if whole else MIN_SCALES.get(check_id, MIN_SCALE)
+        least = 1.0 if whole else self.least(check_id)
         if left >= cost.at(1.0) * MARGIN:
             return Decision(1.0, limit_s=max(left, 1.0))
         if left >= cost.at(least) * MARGIN:
             return Decision(max(least, (left / MARGIN - cost.fixed_s) / cost.work_s), limit_s=left)
         needs = cost.at(least) * MARGIN
         return Decision(skip=f"not within the {self.seconds:g} s budget: needs about {needs:.0f} s ({left:.0f} s left)")
+
+    def least(self, check_id: str) -> float:
+        """The least share of its work a workload runs (its declaration's, else MIN_SCALE)."""
+        work = self.works.get(check_id)
+        return work.least if work else MIN_SCALE
 
     def reserved(self, after: tuple[str, ...]) -> float:
         """Time kept for the checks that run after these (a cluster run's cross-node checks, at full size), at most
@@ -196,9 +193,9 @@ def fit(runs: list[tuple[float, float]]) -> Cost | None:
     return Cost(fixed, slope)
 
 
-def seconds_left(budget: float | None) -> float | None:
-    """The time a --budget leaves the whole process now (None without one)."""
-    return None if not budget else psutil.Process().create_time() + budget - time.time()
+def seconds_left(budget: float | None, begun: float | None = None) -> float | None:
+    """The time a --budget leaves now, counted from `begun`, else the process's start (None without one)."""
+    return None if not budget else (begun or psutil.Process().create_time()) + budget - time.time()
 
 
 def history_path(beside: str | None) -> Path | None:
@@ -221,7 +218,13 @@ def read_history(path: Path | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def ordered(ids: list[str]) -> list[str]:
-    """Workloads in PRIORITY order (a plugin's last, in its own order)."""
-    rank = {check_id: position for position, check_id in enumerate(PRIORITY)}
-    return sorted(ids, key=lambda check_id: rank.get(check_id, len(PRIORITY)))
+def declared(specs: list[CheckSpec]) -> dict[str, Work]:
+    """What each workload among these checks declares it costs."""
+    return {spec.id: spec.work for spec in specs if spec.work is not None}
+
+
+def ordered(specs: list[CheckSpec]) -> list[CheckSpec]:
+    """Workloads by their declared rank, the most telling first (a plugin's that declares none last, in its own
+    order)."""
+    last = 1 + max((spec.work.rank for spec in specs if spec.work), default=0)
+    return sorted(specs, key=lambda spec: spec.work.rank if spec.work else last)

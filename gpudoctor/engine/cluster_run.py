@@ -8,6 +8,7 @@ every other node's report carries that verdict (`cluster.verdict`) and exits by 
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -32,11 +33,11 @@ REPORT_WAIT_S = {"quick": 120.0, "standard": 1800.0, "full": 3600.0}
 def report_wait(plan: Plan) -> float:
     """How long rank 0 waits for the nodes' reports: never past what a --budget leaves (at least JOIN_S)."""
     wait = plan.cluster_settings["report_timeout"] or plan.options.timeout or REPORT_WAIT_S[plan.options.level]
-    left = seconds_left(plan.options.budget)
+    left = seconds_left(plan.options.budget, plan.options.budget_from)
     return wait if left is None else max(JOIN_S, min(wait, left))
 
 
-JOIN_S = 5.0  # under a --budget, the least rank 0 waits for a node: a node's start-up is not the budget's
+JOIN_S = 5.0  # under a --budget, the least rank 0 waits for a node's report
 
 
 def run_node(plan: Plan) -> Report:
@@ -47,12 +48,13 @@ def run_node(plan: Plan) -> Report:
     assert env is not None, "run_node needs a plan made in cluster mode"
     local = [s for s in plan.specs if "cluster" not in s.needs]
     across = [s for s in plan.specs if "cluster" in s.needs]
-    started = Started()
     try:
         session = Session(env, settings["join_timeout"])
     except STORE_ERRORS as exc:
         raise ClusterEnvError(f"cannot reach the cluster store at {env.master_addr}:{env.master_port}: {exc}") from None
     session.join({"version": __version__, "cluster_checks": [s.id for s in across]})
+    started = Started()  # the run's time, and its budget's, count from here: the launch and rendezvous were before
+    plan = replace(plan, options=replace(plan.options, budget_from=time.time()))
     context = ClusterContext(session, report_wait(plan))
     cross_node = {s.id for s in across}
 
@@ -62,7 +64,7 @@ def run_node(plan: Plan) -> Report:
         elif check_id in cross_node:
             context.finish(check_id)
 
-    mine = replace(plan, options=replace(plan.options, budget_after=tuple(s.id for s in across)))
+    mine = replace(plan, options=replace(plan.options, budget_after=tuple(across)))
     try:
         own = execute(mine, False, specs=local, on_event=on_event)
         shared = report(plan, own.results, started, own.interrupted, observations=own.observations).document

@@ -133,7 +133,7 @@ def run_checks(
     observer = observer or Observer()
     run = Run(observations=observer.observations)
     started = time.monotonic()
-    budget = _budget(options, facts)
+    budget = _budget(options, facts, specs)
     specs = budgeted_order(specs) if options.budget and budget else specs
     for position, spec in enumerate(specs):
         if hook:
@@ -164,11 +164,10 @@ def budgeted_order(specs: list[CheckSpec]) -> list[CheckSpec]:
     """Under a --budget: the facts' checks first, as declared, then the workloads, the most telling first."""
     from gpudoctor.engine.budget import ordered
 
-    works = {s.id: s for s in specs if workload(s)}
-    return [s for s in specs if not workload(s)] + [works[i] for i in ordered(list(works))]
+    return [s for s in specs if not workload(s)] + ordered([s for s in specs if workload(s)])
 
 
-def _budget(options: Options, facts: dict[str, Any]) -> Any:
+def _budget(options: Options, facts: dict[str, Any], specs: list[CheckSpec]) -> Any:
     """The run's budget on a live run: the time --budget gives, else none (every workload whole), its workloads'
     durations learnt either way for the runs that have one."""
     if options.offline or not facts.get("torch"):
@@ -178,8 +177,10 @@ def _budget(options: Options, facts: dict[str, Any]) -> Any:
     torch = facts.get("torch") or {}
     device = options.device if options.device != "auto" else "cuda" if torch.get("device_count") else "cpu"
     beside = (options.baseline or {}).get("path")
-    budget = Budget.start(options.budget or math.inf, device, torch.get("import_s"), beside)
-    budget.reserve_s = budget.reserved(options.budget_after)
+    specs = [*specs, *options.budget_after]
+    seconds = options.budget or math.inf
+    budget = Budget.start(seconds, device, torch.get("import_s"), beside, specs, options.budget_from)
+    budget.reserve_s = budget.reserved(tuple(s.id for s in options.budget_after))
     return budget
 
 
