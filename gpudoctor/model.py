@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -158,9 +158,9 @@ class Result:
         return f"{self.check_id}:{self.aspect}" if self.aspect else self.check_id
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain(self)
         data["status"] = self.status.value
-        data["rows"] = [{**asdict(r), "status": r.status.value} for r in self.rows]
+        data["rows"] = [{**plain(r), "status": r.status.value} for r in self.rows]
         return {"check_id": data.pop("check_id"), **data}
 
 
@@ -180,7 +180,7 @@ class Cause:
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "status": self.status.value}
+        return {**plain(self), "status": self.status.value}
 
 
 def cause_from_dict(data: dict[str, Any]) -> Cause:
@@ -279,6 +279,7 @@ def aimed(remediation: Remediation, bad: list[Row]) -> Remediation:
     fine, each checked as one word (a PCI bus id or UUID from a file is text somebody else wrote); a command left
     with no GPU it may name is left out, and the reason says how to find it."""
     from gpudoctor.words import Unsafe, word  # here: `--help` loads the model, never the word checks
+
     try:
         targets = ",".join(word(r.target, "word") for r in bad if r.target)
     except Unsafe:
@@ -341,3 +342,23 @@ def places(wheres: list[str]) -> str:
     if len(unique) <= 3:
         return ", ".join(unique[:-1]) + (f" and {unique[-1]}" if len(unique) > 1 else unique[0])
     return f"{', '.join(unique[:2])} and {len(unique) - 2} more"
+
+
+def plain(value: Any) -> Any:
+    """A dataclass as dicts, lists and values, like dataclasses.asdict without its deep copies of every value (a
+    report of 8 GPUs' NVLinks holds 720 figures: asdict took most of the time a judged file took)."""
+    names = _FIELD_NAMES.get(type(value))
+    if names is None and hasattr(type(value), "__dataclass_fields__"):
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+from pathlib import Path
 
 import pytest
 from helpers.common import alive, descendants
+from xdist.scheduler import LoadFileScheduling
 
 
 @pytest.fixture
@@ -21,6 +23,33 @@ def no_leftovers():
 # Tests that must run alone, whatever pytest-xdist's scheduler does with its groups (pytest 9.2 with xdist 3.8
 # ignores `xdist_group`, pytest-xdist issue 1386): namespace hosts share two cores, and GPU timings want the GPU.
 ONE_AT_A_TIME = ("hosts", "gpu")
+
+
+# The files whose tests hold that lock run on one worker, first: a worker that reached a second file of them would
+# wait on the lock, idle (CI lost minutes so). tests/test_house.py checks that every such test is in one of these.
+ONE_WORKER_FILES = ("tests/test_cluster.py", "tests/test_slurm.py", "tests/test_gpu.py")
+# Then the longest files first, so none is left to run alone at the end (their durations in CI: minutes each).
+LONGEST_FIRST = ("tests/test_allreduce.py", "tests/test_ddp.py", "tests/test_fuzz.py", "tests/test_monitoring.py")
+
+
+class HostsOnOneWorker(LoadFileScheduling):
+    """`--dist loadfile`, with the namespace-host and GPU files as one unit of work, handed out first, and the
+    longest files next."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return ONE_WORKER_FILES[0] if path in ONE_WORKER_FILES else path
+
+    def _assign_work_unit(self, node) -> None:
+        for scope in reversed((ONE_WORKER_FILES[0], *LONGEST_FIRST)):
+            if scope in self.workqueue:
+                self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadFileScheduling | None:
+    """The scheduler above wherever the run distributes by file (the default: pyproject's addopts)."""
+    return HostsOnOneWorker(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +81,18 @@ def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     still sees the GPU."""
     if request.node.get_closest_marker("gpu") is None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile gpudoctor's modules once, before the workers start: the suite starts gpudoctor in a few thousand
+    processes, and where PYTHONDONTWRITEBYTECODE is set (this project's CI image sets it) each would compile
+    every module it imports again (an editable install leaves no bytecode)."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    for folder in ("gpudoctor", "checks"):
+        compileall.compile_dir(str(Path(__file__).parent.parent / folder), quiet=1)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

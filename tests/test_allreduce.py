@@ -56,9 +56,9 @@ def test_a_wrong_value_in_one_timed_iteration_is_caught(no_leftovers) -> None:
 
 
 def test_in_place_buffer_stays_finite_over_many_iterations(no_leftovers) -> None:
-    """The in-place buffer is refilled before every call: summed 400 times over 3 ranks it would reach inf
-    (3**400); refilled, every one of the 410 results equals the known sum."""
-    params = {"sizes": [4096], "warmup": 10, "iters": 400, "out_of_place": False}
+    """The in-place buffer is refilled before every call: summed 100 times over 3 ranks it would reach inf
+    (3**100 is past float32's 3.4e38); refilled, every one of the 110 results equals the known sum."""
+    params = {"sizes": [4096], "warmup": 10, "iters": 100, "out_of_place": False}
     outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 3, "gloo", params, 120)
     assert outcome.status == "pass", outcome.message
     assert all(rank["rows"][0]["wrong"] == 0 for rank in outcome.data)
@@ -74,7 +74,11 @@ def test_the_pattern_sum_is_exact_at_cluster_scale() -> None:
     "fault,words",
     [
         ("rank=1,kind=hang,at=all_reduce 64 KiB in-place", ["rank 1", "all_reduce 64 KiB in-place"]),
-        ("rank=1,kind=hang,at=startup", ["rank 1", "startup"]),
+        pytest.param(
+            "rank=1,kind=hang,at=startup",
+            ["rank 1", "startup"],
+            marks=pytest.mark.slow,  # a rank hung in a collective is named in the default run
+        ),
     ],
 )
 def test_hung_or_absent_rank_times_out_naming_it(fault: str, words: list[str], no_leftovers) -> None:
@@ -206,7 +210,7 @@ def test_baseline_save_and_judge_on_cpu(tmp_path) -> None:
     path = tmp_path / "baseline.json"
     config = tmp_path / "only.toml"
     config.write_text(
-        "[checks.ddp.train]\nsteps = 4\nscaling = false\n[checks.allreduce.bandwidth]\nwarmup = 2\niters = 5\n"
+        'only = ["allreduce"]\n[checks.allreduce.bandwidth]\nwarmup = 2\niters = 5\n'  # its figure alone
     )
     proc = gpudoctor("baseline", "save", str(path), "--config", str(config))
     assert proc.returncode == 0, proc.stderr

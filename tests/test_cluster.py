@@ -233,6 +233,7 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     assert healthy.returncode == 0 and verdict(healthy)["status"] == "pass"
 
 
+@pytest.mark.slow  # the one-slow-node case and the Slurm pre-flight name a slow node in the default run
 @pytest.mark.parametrize("hosts", [5], indirect=True)
 def test_two_adjacent_slow_nodes_of_five_are_both_named(hosts: Hosts, tmp_path: Path) -> None:
     """The issue's case: node-2 and node-3, ring neighbours, both slow; 6 of 10 ring transfers touched them."""
@@ -251,6 +252,7 @@ def test_two_adjacent_slow_nodes_of_five_are_both_named(hosts: Hosts, tmp_path: 
     }, "rank 0 exits 1 for the cluster; each other node by rank 0's verdict about it"
 
 
+@pytest.mark.slow  # the Slurm test kills a node's gpudoctor in the default run
 def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_path: Path) -> None:
     def kill_node_2_once_its_workload_runs() -> None:
         deadline = time.monotonic() + 300
@@ -303,6 +305,7 @@ def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_p
     assert no_process_left(hosts, [0, 1]) == []
 
 
+@pytest.mark.slow  # the all-reduce hang tests name a hung rank in the default run
 def test_a_node_that_hangs_is_named_with_the_time_it_took(hosts: Hosts, tmp_path: Path) -> None:
     hang = {2: {"GPUDOCTOR_INJECT_FAULT": "rank=2,kind=hang,at=links"}}
     nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links", "--timeout", "40"], env=hang)

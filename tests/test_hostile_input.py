@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -203,8 +204,10 @@ def test_the_other_prom_files_scan_skips_fifos_devices_and_giants(tmp_path: Path
     (tmp_path / "zero.prom").symlink_to("/dev/zero")
     with (tmp_path / "huge.prom").open("wb") as handle:
         handle.truncate(prometheus.PROM_BYTES + 1)
+    started = time.monotonic()
     proc = gpudoctor("check", "--from", str(HEALTHY), "--prom-file", str(out), timeout=60)
     assert proc.returncode == 0 and out.exists(), proc.stderr[-500:]
+    assert time.monotonic() - started < files.PIPE_WAIT_S / 2, "a FIFO nobody writes to is not waited for"
 
 
 def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
@@ -294,3 +297,20 @@ def test_a_reader_closing_the_pipe_never_changes_the_exit_code(name: str, code: 
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == code, (fmt, err[-400:])
         assert b"Traceback" not in err and b"Exception ignored" not in err, err[-400:]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: The NVIDIA driver on your system is too old (found version {digits}). Please update",
+        "NVRM: Xid (PCI:0000:01:00): {digits}, pid=1, name=x, Ch 00000001",
+    ],
+)
+def test_a_number_of_thousands_of_digits_is_cut_not_a_crash(tmp_path: Path, line: str) -> None:
+    """Python refuses to convert more than 4,300 digits (and takes quadratic time below that): every paste reader
+    sees runs of digits cut to the longest number a GPU tool prints."""
+    paste = tmp_path / "paste.txt"
+    paste.write_text(line.format(digits="9" * 5000) + "\n")
+    proc = gpudoctor("check", "--from", str(paste), timeout=60)
+    assert proc.returncode in (0, 1, 2) and "internal error" not in proc.stderr, proc.stderr[-300:]
+    assert "9" * 41 not in proc.stdout

@@ -207,3 +207,16 @@ def test_a_torch_gateway_started_early_is_ended_when_no_check_wants_it() -> None
     early = torchinfo.start()
     facts = snapshot.gather(["kernel_log"], early)
     assert facts["torch"] == {} and early.returncode is not None
+
+
+def test_every_test_that_runs_alone_is_in_a_file_the_scheduler_keeps_on_one_worker() -> None:
+    """conftest's scheduler hands the namespace-host and GPU files to one worker: a `hosts`, `slurm` or `gpu` test
+    in any other file would make the other worker wait on the lock, idle."""
+    import conftest
+
+    marked = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        text = path.read_text()
+        if any(f"pytest.mark.{name}" in text for name in (*conftest.ONE_AT_A_TIME, "slurm")):
+            marked.add(f"tests/{path.name}")
+    assert marked and marked <= set(conftest.ONE_WORKER_FILES), sorted(marked - set(conftest.ONE_WORKER_FILES))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.common import GPUDOCTOR, ROOT, SNAPSHOTS, gpudoctor
+from helpers.common import GPUDOCTOR, LEAN_ALLREDUCE, ROOT, SNAPSHOTS, gpudoctor
 from helpers.consumers import promtool
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -53,8 +53,10 @@ def test_what_plugins_print_never_reaches_the_report(tmp_path: Path, fmt: str) -
         assert len(proc.stdout.splitlines()) == 1
 
 
-def test_metric_names_are_stable_and_what_varies_is_a_label() -> None:
-    proc = gpudoctor("check", "--only", "allreduce", "--json", "--device", "cpu")
+def test_metric_names_are_stable_and_what_varies_is_a_label(tmp_path: Path) -> None:
+    config = tmp_path / "lean.toml"
+    config.write_text(LEAN_ALLREDUCE)
+    proc = gpudoctor("check", "--only", "allreduce", "--json", "--device", "cpu", "--config", str(config))
     metrics = json.loads(proc.stdout)["checks"][0]["metrics"]
     busbw = [m for m in metrics if m["name"] == "busbw"]
     assert len(busbw) == 2 * 5, "in place and out of place for each of the five CPU sizes"
@@ -185,20 +187,22 @@ def test_format_json_is_json_and_they_cannot_disagree() -> None:
 
 def test_repeated_skips_collapse_and_verbose_shows_them() -> None:
     quiet = gpudoctor("check", "--from", str(SNAPSHOTS / "no-driver.json")).stdout
-    assert "16 checks skipped: NVML is not available (library-not-found); see driver.nvml" in quiet
+    assert "17 checks skipped: NVML is not available (library-not-found); see driver.nvml" in quiet
     assert "health.ecc" not in quiet
     verbose = gpudoctor("check", "--from", str(SNAPSHOTS / "no-driver.json"), "-v").stdout
     assert "health.ecc" in verbose and "checks skipped" not in verbose
 
 
-def test_progress_shows_on_a_terminal_and_never_in_a_pipe() -> None:
+def test_progress_shows_on_a_terminal_and_never_in_a_pipe(tmp_path: Path) -> None:
     import pty
 
+    config = tmp_path / "lean.toml"
+    config.write_text(LEAN_ALLREDUCE)
     leader, follower = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen(
-        [GPUDOCTOR, "check", "--only", "allreduce", "--device", "cpu"],
+        [GPUDOCTOR, "check", "--only", "allreduce", "--device", "cpu", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=follower,
         env=env,
@@ -217,7 +221,7 @@ def test_progress_shows_on_a_terminal_and_never_in_a_pipe() -> None:
     os.close(leader)
     text = seen.decode(errors="replace")
     assert "allreduce.bandwidth" in text and re.search(r"0:00:\d\d", text), text[-500:]
-    piped = gpudoctor("check", "--only", "allreduce", "--device", "cpu")
+    piped = gpudoctor("check", "--only", "allreduce", "--device", "cpu", "--config", str(config))
     assert "0:00:" not in piped.stderr
 
 

@@ -180,7 +180,9 @@ def test_every_judged_figure_says_its_reference_and_allowance() -> None:
         (figure,) = row.metrics
         assert figure.expected is not None and figure.labels == {"node": row.node}
         assert "noise allowance" in figure.expected_source
-    assert "reference" in results[0].summary and "noise allowance" in results[0].summary
+    said = results[0]
+    assert "n2: " in said.summary and len(said.summary) < 200, "the named node leads, in one short line"
+    assert "reference" in said.detail and "noise allowance" in said.detail, "the reference and allowance beside it"
 
 
 def test_too_noisy_to_judge_is_said_and_names_nobody() -> None:

@@ -104,7 +104,7 @@ def test_the_prolog_drains_only_a_bad_node_with_a_tagged_reason(
     state = wait_job(slurm, refused)
     assert state["JobState"] == "PENDING" and "held" in state["Reason"].lower(), "requeued, held (Slurm's rule)"
     states = slurm.wait_for(lambda s: "drain" in s["node-1"], "node-1 drained", 30)
-    assert states["node-1"][1].startswith("gpudoctor: driver.gpu-count: 1 GPU is lost (index 3)")
+    assert states["node-1"][1].startswith("gpudoctor: cause:gpu-lost: GPU 3 fell off the bus")
     assert "drain" not in states["node-0"][0] and "drain" not in states["node-2"][0]
 
 
@@ -116,7 +116,7 @@ def test_the_health_check_drains_resumes_its_own_and_keeps_an_administrators(
     slurm_cleanup.append(slurm)
     slurm.set_state("node-2", "DRAIN", "admin: fan replaced")
     states = slurm.wait_for(lambda s: "drain" in s["node-1"], "node-1 drained", 60)
-    assert states["node-1"][1].startswith("gpudoctor: driver.gpu-count: 1 GPU is lost")
+    assert states["node-1"][1].startswith("gpudoctor: cause:gpu-lost: GPU 3 fell off the bus")
     fakenvml.write_data(GPU_LOST, slurm.folder / "nvml" / "node-2.calls")  # the administrator's node fails too
     fakenvml.write_data(HEALTHY, slurm.folder / "nvml" / "node-1.calls")  # node-1 repaired
     states = slurm.wait_for(lambda s: "drain" not in s["node-1"], "node-1 resumed", 60)

@@ -265,9 +265,14 @@ def driver_runs(driver: str | None, chosen: Build) -> str | None:
     CUDA 11 on), or None (too old, or either version unknown)."""
     if not driver or not chosen.toolkit:
         return None
-    if not older(driver, toolkit_minimum(chosen.toolkit, chosen.platform) or "999"):
+    return _driver_runs(driver, chosen.toolkit, chosen.platform)
+
+
+@cache
+def _driver_runs(driver: str, toolkit: str, platform: str) -> str | None:
+    if not older(driver, toolkit_minimum(toolkit, platform) or "999"):
         return "full"
-    family = family_minimum(chosen.toolkit, chosen.platform)
+    family = family_minimum(toolkit, platform)
     return "compat" if family and not older(driver, family) else None
 
 
@@ -311,7 +316,8 @@ def _covered(capability: tuple[int, int], arch_list: tuple[str, ...], toolkit: s
 
 
 def covers(chosen: Build, capabilities: list[tuple[int, int]]) -> bool:
-    return all(covered(c, chosen.arch, chosen.toolkit) for c in capabilities)
+    arch = tuple(chosen.arch)
+    return all(_covered((c[0], c[1]), arch, chosen.toolkit) for c in capabilities)
 
 
 def nccl_support(capability: tuple[int, int]) -> dict[str, Any] | None:

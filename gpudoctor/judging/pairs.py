@@ -476,7 +476,8 @@ def _node_result(rows: list[Row], head: str, look: FirstLook) -> Result:
     named = "; ".join(f"{r.where}: {r.summary}" for r in bad[:3]) + (
         f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
     )
-    summary = f"{named} ({head})" if bad else head
+    noisy = "; unstable: too noisy to judge" if compare.unstable(look.allow, look.fractions) else ""
+    summary = f"{named} ({len(look.figures)} nodes{noisy})" if bad else head
     if look.majority:
         status = Status.FAIL
         names = ", ".join(look.names[n] for n in look.majority[:5])
@@ -484,7 +485,8 @@ def _node_result(rows: list[Row], head: str, look: FirstLook) -> Result:
             f"most nodes ({len(look.majority)} of {len(look.figures)}: {names}) are below the absolute reference: "
             f"the fabric or the reference is wrong, and no node is drained for it; {summary}"
         )
-    return Result(status, summary, remediation=SLOW_NODE if bad or look.majority else None, rows=rows)
+    remedy = SLOW_NODE if bad or look.majority else None
+    return Result(status, summary, remediation=remedy, rows=rows, detail=head if bad or look.majority else None)
 
 
 def _worst_row(row: Row) -> tuple[int, float]:

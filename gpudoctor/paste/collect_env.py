@@ -83,7 +83,8 @@ NOTHING = frozenset(("", "Could not collect", "N/A", "No CUDA", "None", "No rele
 QUOTE_OR_RANK = re.compile(r"(?:>[ \t]?)*[ \t]*(?:\[rank\d{1,6}\]:[ \t]?)?")
 GPU_LINE = re.compile(r"GPU (\d{1,6}): (.+?)(?: \(UUID: (GPU-[0-9A-Fa-f-]{8,64})\))?$")
 CUDNN_FILE = re.compile(
-    r"(?:libcudnn[a-z_]*\.so\.(\d+(?:\.\d+)*)|libcudnn[a-z_]*\.(\d+(?:\.\d+)*)\.dylib|cudnn[a-z_]*64_(\d+)\.dll)$",
+    r"(?:libcudnn[a-z_]{0,40}\.so\.(\d+(?:\.\d+)*)|libcudnn[a-z_]{0,40}\.(\d+(?:\.\d+)*)\.dylib|"
+    r"cudnn[a-z_]{0,40}64_(\d+)\.dll)$",  # bounded: `[a-z_]*` rescanned the rest of the line from every "libcudnn"
     re.IGNORECASE,
 )
 PATH = re.compile(r"/|[A-Za-z]:\\")
@@ -93,7 +94,7 @@ DOTTED = re.compile(r"(\d+)\.(\d+)(?:\.\d+){0,3}$")
 PYTHON = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc)\d+)?)(?![\d.])")
 NCCL_WHEEL = re.compile(r"nvidia-nccl-cu\d+$")
 MACHINES = frozenset(("x86_64", "aarch64", "arm64", "ppc64le", "ppc64", "s390x", "armv7l", "i686", "riscv64"))
-OS_MACHINE = re.compile(r"(.*) \(([A-Za-z0-9_]+)\)$")
+OS_MACHINE = re.compile(r"^(.*) \(([A-Za-z0-9_]+)\)$")
 
 # Ubuntu release -> VERSION_CODENAME of its os-release (https://wiki.ubuntu.com/Releases): the fix engine picks
 # Ubuntu's driver packages by codename (compat.driver_install).

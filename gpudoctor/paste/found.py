@@ -8,6 +8,7 @@ fact, so a judge still has one to read and the conflict is a finding of its own.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,14 @@ class Origin:
         return {"reader": self.reader, "line": self.line, "text": self.text}
 
 
+LONGEST_NUMBER = 40  # digits: the longest number a GPU tool prints is a 32-digit UUID's hex, a 20-digit counter
+DIGIT_RUN = re.compile(rf"\d{{{LONGEST_NUMBER + 1},}}")
+
+
+def _cut_number(match: re.Match[str]) -> str:
+    return match.group()[:LONGEST_NUMBER] + "…"
+
+
 @dataclass
 class Found:
     lines: list[str]
@@ -38,8 +47,11 @@ class Found:
 
     @classmethod
     def of(cls, text: str) -> Found:
-        """A paste's text split into lines as every reader reads them (any newline convention)."""
-        return cls(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+        """A paste's text split into lines as every reader reads them (any newline convention), each run of more
+        than LONGEST_NUMBER digits cut to that many and marked: no reader then converts a number Python refuses
+        (over 4,300 digits) or one that takes quadratic time to convert."""
+        text = DIGIT_RUN.sub(_cut_number, text.replace("\r\n", "\n").replace("\r", "\n"))
+        return cls(text.split("\n"))
 
     def origin(self, reader: str, line: int) -> Origin:
         """`line` is 0-based, an index into `lines`."""

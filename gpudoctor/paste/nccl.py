@@ -32,11 +32,13 @@ MAX_WARNINGS = 100  # distinct WARN texts kept; a flood repeats a few
 VERSION = re.compile(r"(?:^|[\s:\]>])NCCL version (\d+\.\d+\.\d+)[^+\s]*\+cuda(\S+)")
 CUDA = re.compile(r"\d+\.\d+")
 # "[0]eth0:10.0.0.1<0>" (bootstrap.cc and net_socket.cc up to 2.7), "eth0:10.0.0.1<0>" (later), IPv6 too.
-INTERFACE = re.compile(r"(?:\[\d+\])?([^\s:\[\]<>]+):[^\s<]+<\d+>")
+# A name of at most 15 characters (the kernel's IFNAMSIZ, 16 with its NUL) and an address of at most 64 (IPv6
+# with a zone): unbounded, both rescanned the rest of a long line from every start, in quadratic time.
+INTERFACE = re.compile(r"(?:\[\d+\])?([^\s:\[\]<>]{1,15}):[^\s<]{1,64}<\d+>")
 USING = re.compile(r"(?:Bootstrap|NET/Socket) ?: Using(.*)")
 IB_USING = re.compile(r"NET/IB ?: Using(.*?)(?:; OOB (.*))?$")
 IB_DEVICE = re.compile(r"\[\d+\]([^\s:\[\]]+):(\d+)/(\S+)")
-ENV = re.compile(r"(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.+)")
+ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.+)")
 NRANKS = re.compile(r"\bnranks (\d+)\b")
 TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*")
 # Lines whose "host:pid:tid [dev] NCCL INFO " prefix the user removed start with one of these.

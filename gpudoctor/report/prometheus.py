@@ -210,10 +210,13 @@ def after_write(path: str) -> list[str]:
 
 
 def _run_series(path: Path) -> set[str]:
-    """The `gpudoctor_last_run_timestamp_seconds` series (name and labels) a textfile holds."""
+    """The `gpudoctor_last_run_timestamp_seconds` series (name and labels) a textfile holds; nothing from a FIFO
+    (its writer is not waited for), a device or a file too big to be node_exporter's."""
+    if not path.is_file():
+        return set()
     try:
         lines = read_input(path, "textfile", OSError, limit=PROM_BYTES).decode(errors="replace").splitlines()
-    except OSError:  # unreadable, too big, or no regular file (a FIFO would block forever, /dev/zero never end)
+    except OSError:  # unreadable, too big, or no longer a regular file
         return set()
     stamp = f"{PREFIX}_last_run_timestamp_seconds"
     return {line.rsplit(" ", 1)[0] for line in lines if line.startswith(stamp)}
