@@ -199,6 +199,7 @@ def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(
         assert f'gpudoctor_check_status{{aspect="",check="system.shm",node="{name}",status="pass"}} 1' in scraped
 
 
+@pytest.mark.slow  # the Slurm pre-flight test names and drains a slow node in the default run
 def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path: Path) -> None:
     """The issue's case: node-2 limited both ways to 100 Mbit/s; the median of transfers was the slow rate and
     no node was named. Its own exit code and Prometheus file now carry rank 0's verdict."""

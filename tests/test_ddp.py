@@ -54,6 +54,7 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
     assert proc.returncode == 0
 
 
+@pytest.mark.slow  # the whole DDP check measures each rank's speed in the default run
 def test_each_rank_measures_its_own_speed_in_the_same_run(no_leftovers) -> None:
     """Two passes of steps without synchronisation per rank, after the warm-up and at the end: each GPU's own
     baseline, measured alongside the synchronised steps (no separate one-GPU run on cuda:0)."""
