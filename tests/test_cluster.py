@@ -416,7 +416,7 @@ def test_the_torchrun_example_seals_with_the_secret_file_it_reads(hosts: Hosts, 
 @pytest.mark.parametrize("hosts", [8], indirect=True)
 def test_eight_nodes_end_within_their_budget_and_none_cut_short_is_named_slow(hosts: Hosts, tmp_path: Path) -> None:
     """`--level standard --budget 15` on 8 hosts sharing two cores: every node's run, from the moment it joined
-    (its launch and the rendezvous are the launcher's time: 20-30 s here), ends within the budget (and 5 % or
+    (its launch and the rendezvous are the launcher's time), ends within the budget (and 5 % or
     2 s) with its report written; rank 0 writes the cluster's report; what the budget left out is named, never
     a node."""
     budget = 15.0
