@@ -18,6 +18,7 @@ from gpudoctor.workloads.launch import Fault, RankReport, judge_ranks, launch
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
 
 
+@pytest.mark.slow  # nccl-tests' arithmetic is tested on figures (combine) and the whole check runs in the default run
 def test_gloo_sweep_is_verified_with_nccl_tests_arithmetic(no_leftovers) -> None:
     outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 3, "gloo", SMALL, 120)
     assert outcome.status == "pass", outcome.message
@@ -196,6 +197,7 @@ def test_the_rank_that_crashed_is_named_not_the_one_that_lost_it(peer_round: int
     assert (result.status, result.message) == ("error", "rank 1 crashed (SIGSEGV) during 'all_reduce'")
 
 
+@pytest.mark.slow  # the all-reduce check runs on the CPU in the default run (tests/test_monitoring.py)
 def test_check_runs_on_cpu_and_says_why_it_is_not_judged(tmp_path) -> None:
     proc = gpudoctor("check", "--only", "allreduce", "--json", "--device", "cpu")
     result = json.loads(proc.stdout)["checks"][0]

@@ -295,6 +295,7 @@ def test_a_node_with_another_nccl_setting_is_named_as_skew(hosts: Hosts, tmp_pat
     assert "cluster" in nodes["node-0"].report, "static rendezvous: --node-rank 0 is rank 0"
 
 
+@pytest.mark.slow  # a node lost to rank 0 is named in the default run (the Slurm killed-node test)
 def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_path: Path) -> None:
     started = time.monotonic()
     nodes, leader = run(hosts, tmp_path, ["--only", "cluster.nodes"], start=[0, 1])
