@@ -8,6 +8,7 @@ the hardware. Pure judges of facts; nothing runs."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import (
@@ -63,20 +64,27 @@ TOO_SMALL = Remediation(
 def nccl_tests(ctx: CheckContext) -> Result:
     """Every nccl-tests run in the file: verified values first, then the largest message's bus bandwidth
     against the healthy figure for that GPU model, GPU count, node count and algorithm (NCCL_ALGO from the
-    JSON's environment, or from NCCL's own log lines in the same file)."""
+    JSON's environment, the command line or NCCL's own log lines in the same file); between nodes, the causes
+    the file shows (sockets instead of RDMA, uneven ranks, NICs shared); a run far below another of the same
+    test."""
     runs = (ctx.facts.get("benchmarks") or {}).get("nccl_tests") or []
     if not runs:
         return Result(Status.SKIP, "no nccl-tests output in this file")
     gpus, env = ctx.nvml.get("gpus") or [], ctx.system.get("env") or {}
     shown = shown_in(ctx.facts)
-    return combine([judge_run({**run, "env": run.get("env") or env}, gpus, shown) for run in runs], "nccl-tests run")
+    runs = [{**run, "env": {**env, **(run.get("env") or {})}} for run in runs]
+    verdicts = [judge_run(run, gpus, shown) for run in runs]
+    return combine(compared(runs, verdicts), "nccl-tests run")
 
 
 def shown_in(facts: dict[str, Any]) -> dict[str, Any]:
     """What a file shows of the machine besides its runs: the NICs NCCL's log names (`ib_devices`), ibstat's
     `ports`, `topo -m`'s `topology`."""
+    nccl = facts.get("nccl") or {}
     return {
-        "ib_devices": (facts.get("nccl") or {}).get("ib_devices") or [],
+        "ib_devices": nccl.get("ib_devices") or [],
+        "net": nccl.get("net"),
+        "transports": nccl.get("transports") or [],
         "ports": (facts.get("system") or {}).get("infiniband") or [],
         "topology": (facts.get("nvml") or {}).get("topology") or {},
     }
@@ -116,11 +124,119 @@ def _said(row: Row) -> str:
     return f"{row.where}: {row.summary}" if row.name or row.index is not None else row.summary
 
 
+SLOWER = 3  # times: one run of a test this far below the same test on the same GPUs took another path
+
+
+def compared(runs: list[dict[str, Any]], verdicts: list[Judged]) -> list[Judged]:
+    """Runs of one test (collective, hosts, ranks, settings) on the same GPUs compared at each one's largest
+    size: one at a third or less of the best other run of that test at that size, not already failed, is a
+    warning that it took another path (TCP instead of RDMA, another NIC, a link down)."""
+    best: dict[tuple[Any, ...], list[tuple[float, int]]] = {}  # (test, size) -> the two best (busbw, run)
+    for number, run in enumerate(runs):
+        size, busbw = largest(run)
+        if size:
+            best.setdefault((test_of(run), size), []).append((busbw, number))
+    for ranked in best.values():
+        ranked.sort(reverse=True)
+        del ranked[2:]
+    out = list(verdicts)
+    for number, run in enumerate(runs):
+        size, slow = largest(run)
+        fast, other = next(((b, n) for b, n in best.get((test_of(run), size), []) if n != number), (0.0, -1))
+        row = out[number][0]
+        if size and fast >= SLOWER * slow and row.status in (Status.PASS, Status.SKIP):
+            row.status = Status.WARN
+            row.summary = (
+                f"busbw {slow:.4g} GB/s at {references.size_text(size)} where the same test gave {fast:.4g} "
+                f"(line {runs[other].get('line')}): it took another path (transport, NIC or link)"
+            )
+            again = Remediation(
+                "The same test on the same GPUs ran several times faster in another run of this file: compare the "
+                "network and transports NCCL chose in each.",
+                [f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'Using network|NET/| via '"],
+            )
+            out[number] = (row, rerun_in(again, run))
+    return out
+
+
+def test_of(run: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two runs the same test: collective, hosts, ranks and settings (NCCL_DEBUG aside)."""
+    settings = {k: str(v) for k, v in (run.get("env") or {}).items() if not k.startswith("NCCL_DEBUG")}
+    return collective_of(run), tuple(run.get("hosts") or []), run.get("ranks"), tuple(sorted(settings.items()))
+
+
+def largest(run: dict[str, Any]) -> tuple[int, float]:
+    """The run's largest size and its bus bandwidth there (0, 0.0 without rows)."""
+    rows = run.get("rows") or []
+    if not rows:
+        return 0, 0.0
+    row = max(rows, key=lambda r: int(r.get("bytes") or 0))
+    return int(row.get("bytes") or 0), peak_busbw(row)
+
+
 def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
     """One nccl-tests run, its row named by the run (collective and line); `shown`: shown_in(the file's facts)."""
     row, cure = _judge_run(run, gpus, shown)
     row.name = run_name(run)
+    if len(run.get("hosts") or []) > 1:
+        cure = with_network_causes(row, cure, run, shown)
     return row, rerun_in(cure, run)
+
+
+# A cause the file shows of a run between nodes: (it makes the run abnormal, what it is, commands that confirm
+# or cure it, RERUN standing for the run's own command).
+Cause = tuple[bool, str, list[str]]
+SHOW_NETWORK = "2>&1 | grep -E 'NET/IB : Using|Using network|NET/Socket'"
+
+
+def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[Cause]:
+    """What the file shows that slows a run between nodes: NCCL on TCP sockets (InfiniBand turned off on the
+    command line or in the environment, or no RDMA NIC found), ranks spread unevenly over the nodes, fewer NICs
+    than GPUs per node (NCCL pairs each GPU with a NIC: nccl/src/graph/search.cc)."""
+    causes: list[Cause] = []
+    disabled = str((run.get("env") or {}).get("NCCL_IB_DISABLE") or "0")
+    if disabled.isdigit() and int(disabled[:9]):  # NCCL reads it as a number (ncclParamIbDisable)
+        causes.append(
+            (
+                True,
+                f"over TCP sockets: NCCL_IB_DISABLE={disabled} turned InfiniBand and RoCE off",
+                [f"NCCL_IB_DISABLE=0 NCCL_DEBUG=INFO {RERUN} {SHOW_NETWORK}"],
+            )
+        )
+    elif shown.get("net") == "Socket" or any(str(t).startswith("NET/Socket") for t in shown.get("transports") or []):
+        causes.append(
+            (
+                True,
+                "over TCP sockets (NCCL's log: NET/Socket): NCCL found no RDMA NIC it could use",
+                ["ibv_devinfo", "ls /dev/infiniband", f"NCCL_DEBUG=INFO {RERUN} {SHOW_NETWORK}"],
+            )
+        )
+    per_node = Counter(str(d.get("host")) for d in run.get("devices") or [])
+    if len(set(per_node.values())) > 1:
+        counts = " and ".join(str(n) for n in sorted(set(per_node.values())))
+        causes.append((False, f"ranks per node differ ({counts}): the fullest node's NICs carry the most", []))
+    nics, most = len(shown.get("ib_devices") or []), max(per_node.values(), default=0)
+    if 0 < nics < most:
+        shared = f"{nics} NICs in NCCL's log for {most} GPUs a node: GPUs share NICs"
+        causes.append((False, shared, ["nvidia-smi topo -m", "ibstat"]))
+    return causes
+
+
+def with_network_causes(row: Row, cure: Remediation | None, run: dict[str, Any], shown: dict[str, Any]) -> Any:
+    """The run's row and fix with the causes the file shows: one that makes it abnormal turns a pass or an
+    unjudgeable figure into a warning that names it; each cause joins the fix with its commands."""
+    causes = network_causes(run, shown)
+    if not causes:
+        return cure
+    abnormal = next((said for bad, said, _ in causes if bad), None)
+    if abnormal and row.status in (Status.PASS, Status.SKIP):
+        row.status = Status.WARN
+        row.summary = f"{row.summary.split('; ')[0]} {abnormal}"
+    why = "Likeliest causes the output shows: " + "; ".join(said for _, said, _ in causes) + "."
+    commands = [c for _, _, listed in causes for c in listed]
+    if cure is None:
+        return Remediation(why, commands)
+    return Remediation(f"{why} {cure.why}", list(dict.fromkeys(commands + cure.commands)), cure.instead, cure.source)
 
 
 def rerun_in(cure: Remediation | None, run: dict[str, Any]) -> Remediation | None:

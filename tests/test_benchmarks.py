@@ -14,6 +14,7 @@ from helpers.common import BENCH, PASTES, gpudoctor
 from gpudoctor import paste
 from gpudoctor.judging import references
 from gpudoctor.model import Status
+from gpudoctor.paste import nccl_tests
 from gpudoctor.paste.inputs import load
 
 IBSTAT = PASTES / "ibstat"
@@ -33,7 +34,10 @@ NCCL_TESTS = [
     ("a100-sxm4-40gb-8gpu-reducescatter.txt", "pass", "reduce_scatter"),
     ("rtx4090-2gpu-pcie-allreduce.txt", "fail", "2.24 GB/s at 2 GiB on 2x GeForce RTX 4090: 18 % of an estimate"),
     ("gh200-2gpu-2node-1perhost-allreduce-2.18.2.txt", "skip", "unjudgeable, largest message 128 MiB"),
-    ("h200-16gpu-2node-socket-ring-allreduce.txt", "skip", "unjudgeable: the network each node uses"),
+    ("h200-16gpu-2node-socket-ring-allreduce.txt", "warn", "over TCP sockets: NCCL_IB_DISABLE=1 turned"),
+    ("l40s-2gpu-2node-1perhost-socket-ring-allreduce.txt", "warn", "2 nodes of L40S over TCP sockets"),
+    ("gh200-8gpu-2node-4perhost-allreduce-cxi-then-tcp-two-runs.txt", "warn", "it took another path"),
+    ("h200-2gpu-2node-1nic-allreduce.txt", "skip", "unjudgeable: the network each node uses"),
     ("h100-sxm-16gpu-2node-aws-p5-allreduce-excerpt.txt", "skip", "the device list was cut"),
 ]
 
@@ -246,3 +250,54 @@ def test_a_pasted_topology_judges_an_nvlink_bridged_pair_by_its_bridge() -> None
     assert "PCIe Gen4 x16" in over_pcie.metrics[0].reference_source and over_pcie.metrics[0].reference < 21.0
     unseen, fix = judge_text("", a6000_pair(21.0))
     assert unseen.status == Status.SKIP and "topo -m" in fix.commands[0], unseen.summary
+
+
+def test_the_command_line_settings_of_a_run_are_read() -> None:
+    """Open MPI's `-x`, a variable before the program, srun's `--export` (commas inside a value kept)."""
+    first = (BENCH / "nccl-tests" / "l40s-2gpu-2node-1perhost-socket-ring-allreduce.txt").read_text()
+    [run] = paste.read(first).facts["benchmarks"]["nccl_tests"]
+    assert run["env"]["NCCL_IB_DISABLE"] == "1" and run["env"]["NCCL_IB_HCA"] == "mlx5_1,mlx5_3"
+    line = "srun --export=ALL,NCCL_DEBUG=INFO,NCCL_IB_HCA=mlx5_0,mlx5_1 NCCL_ALGO=Ring ./all_reduce_perf -g 1"
+    assert nccl_tests.settings(line) == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_ALGO": "Ring"}
+    assert nccl_tests.settings("mpirun -x NCCL_IB_DISABLE ./all_reduce_perf") == {}  # the value is the shell's
+
+
+def two_nodes(busbw: float, per_node: tuple[int, int] = (8, 8), **extra: object) -> dict:
+    run = nccl_run(busbw, ranks=sum(per_node), hosts=["node1", "node2"], **extra)
+    hosts = ["node1"] * per_node[0] + ["node2"] * per_node[1]
+    run["devices"] = [{**run["devices"][0], "rank": r, "host": h} for r, h in enumerate(hosts)]
+    return run
+
+
+def test_a_run_between_nodes_over_sockets_is_abnormal_and_says_why() -> None:
+    """InfiniBand turned off on the command line, or NCCL's log saying it fell back to sockets: a warning that
+    names the cause where the figure alone is unjudgeable, and the commands that confirm or cure it."""
+    off, fix = benchmarks.judge_run(two_nodes(40.0, env={"NCCL_IB_DISABLE": "1"}), [], {})
+    assert off.status == Status.WARN and "NCCL_IB_DISABLE=1 turned InfiniBand and RoCE off" in off.summary
+    assert fix.commands[0].startswith("mpirun -np 16 -H node1:8,node2:8 -x NCCL_IB_DISABLE=0 -x NCCL_DEBUG=INFO ")
+    log = "node1:1:1 [0] NCCL INFO Using network Socket\n"
+    fell, fix = judge_text(log, two_nodes(40.0))
+    assert fell.status == Status.WARN and "NCCL found no RDMA NIC it could use" in fell.summary, fell.summary
+    assert fix.commands[:2] == ["ibv_devinfo", "ls /dev/infiniband"]
+    on, _ = benchmarks.judge_run(two_nodes(40.0, env={"NCCL_IB_DISABLE": "0"}), [], {})
+    assert on.status == Status.SKIP and "TCP" not in on.summary
+    planted, fix = benchmarks.judge_run(two_nodes(40.0, env={"NCCL_IB_DISABLE": "$(reboot)"}), [], {})
+    assert planted.status == Status.SKIP and "reboot" not in planted.summary + " ".join(fix.commands)
+
+
+def test_uneven_ranks_and_shared_nics_join_the_fix_without_a_verdict_of_their_own() -> None:
+    log = "node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+    row, fix = judge_text(log, two_nodes(40.0, per_node=(8, 6)))
+    assert row.status == Status.SKIP, row.summary
+    assert "ranks per node differ (6 and 8)" in fix.why and "2 NICs in NCCL's log for 8 GPUs a node" in fix.why
+    assert "nvidia-smi topo -m" in fix.commands
+
+
+def test_of_two_runs_of_one_test_the_far_slower_one_took_another_path() -> None:
+    fast, slow = two_nodes(120.0, size=2**27), two_nodes(5.0, size=2**27, line=40)
+    verdicts = benchmarks.compared([fast, slow], [benchmarks.judge_run(r, [], {}) for r in (fast, slow)])
+    assert [row.status for row, _ in verdicts] == [Status.SKIP, Status.WARN]
+    assert "where the same test gave 120 (line 1): it took another path" in verdicts[1][0].summary
+    other_algo = two_nodes(5.0, size=2**27, env={"NCCL_ALGO": "Tree"})
+    verdicts = benchmarks.compared([fast, other_algo], [benchmarks.judge_run(r, [], {}) for r in (fast, other_algo)])
+    assert [row.status for row, _ in verdicts] == [Status.SKIP, Status.SKIP]

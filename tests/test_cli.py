@@ -177,7 +177,7 @@ def test_config_thresholds_change_the_verdict(tmp_path) -> None:
         ('{"hello": "world"}', ["not a gpudoctor snapshot"]),
         ('{"schema": "gpudoctor.snapshot", "schema_version": 99}', ["schema_version 99"]),
         ('{"schema": "gpudoctor.snapshot", "schema_version": 1, "nvml": {}}', ['section "torch" is missing']),
-        (b"\xff\xfe\x00garbage", ["nothing in it gpudoctor reads"]),
+        (b"\x00\x01garbage\x00", ["is not text"]),
     ],
 )
 def test_corrupt_or_foreign_snapshot_is_one_line_error(tmp_path, content, words: list[str]) -> None:

@@ -55,11 +55,10 @@ UNREADABLE = {
 @pytest.mark.parametrize("path", READABLE, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_real_sample_is_read_and_judged_without_a_broken_check(path: Path) -> None:
     """Each real sample is read (something recognised), its facts pass the snapshot schema, and every quick
-    check judges or skips: none breaks on facts a paste holds only in part. A sample with nothing to read is
-    one line and exit 2."""
+    check judges or skips: none breaks on facts a paste holds only in part. A sample with nothing to read gets a
+    report that says nothing was judged and what to paste instead."""
     if path.name in UNREADABLE:
-        proc = gpudoctor("check", "--from", str(path))
-        assert proc.returncode == 2 and "nothing in it gpudoctor reads" in proc.stderr, proc.stderr
+        nothing_read(gpudoctor("check", "--from", str(path), "--json"))
         return
     facts = inputs.load(path)
     assert facts["paste"]["kinds"], f"nothing read from {path.name}"
@@ -96,9 +95,9 @@ def test_gzip_standard_input_and_text_that_starts_like_json_or_xml_are_read(tmp_
 @pytest.mark.parametrize(
     "content, said",
     [
-        (b"", "is not valid JSON"),
+        (b"", "is empty: nothing to judge"),
+        (b" \n\t\n", "is empty: nothing to judge"),
         (b"\x00\x01\x02\xff binary junk" * 100, "is not text"),
-        (b"just some words\nnothing a GPU tool says\n", "nothing in it gpudoctor reads"),
         (b"\x1f\x8b\x08\x00 not really gzip", "is gzip that does not open"),
         (TOO_OLD.read_text().encode("utf-16"), None),
     ],
@@ -111,6 +110,34 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, said: 
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         return
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr, proc.stderr
+
+
+def nothing_read(proc: subprocess.CompletedProcess[str]) -> None:
+    """A report, not a refusal: every check skipped, and first a warning that nothing was judged, naming what
+    gpudoctor looked for and the outputs to paste instead."""
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    document = json.loads(proc.stdout)
+    first, *rest = document["checks"]
+    assert (first["check_id"], first["status"], document["paste"]["kinds"]) == ("paste.read", "warn", {})
+    assert first["summary"] == "nothing judged: no output or error gpudoctor knows"
+    said = first["remediation"]["why"]
+    assert all(kind in said for kind in paste.READERS if kind != "error") and "error messages it knows" in said
+    assert first["remediation"]["commands"] == ["nvidia-smi", "python -m torch.utils.collect_env", EXPECTED_DMESG]
+    assert {c["status"] for c in rest} == {"skip"}
+
+
+EXPECTED_DMESG = "sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'"
+
+
+@pytest.mark.parametrize("text", ["just some words\nnothing a GPU tool says\n", "Epoch 3: loss 0.412\n", "最牡慢敧"])
+def test_text_with_nothing_known_gets_a_report_of_what_was_looked_for(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_text(text, encoding="utf-8")
+    nothing_read(gpudoctor("check", "--from", str(path), "--json"))
+    console = gpudoctor("check", "--from", str(path))
+    lines = console.stdout.splitlines()
+    assert lines[2:4] == ["do this first", "WARN     paste.read     nothing judged: no output or error gpudoctor knows"]
+    assert "$ python -m torch.utils.collect_env" in console.stdout
 
 
 def test_a_gzip_that_unpacks_past_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:

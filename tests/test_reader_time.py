@@ -94,7 +94,7 @@ def slowest(pattern: re.Pattern[str], lead: str) -> tuple[float, str]:
     (found.Found.of cuts runs of digits), and the piece."""
     worst = (0.0, "")
     for piece in sorted(pieces(pattern.pattern, pattern.flags & ~re.UNICODE)):
-        [line] = Found.of(lead + piece * (LENGTH // len(piece) + 1) + "\x00").lines
+        line = Found.of(lead + piece * (LENGTH // len(piece) + 1) + "\x00").text
         started = time.perf_counter()
         pattern.search(line)
         took = time.perf_counter() - started
@@ -129,3 +129,34 @@ def test_every_signature_is_linear_on_its_own_pieces() -> None:
         if took >= LIMIT_S:
             slow.append(f"{signature_id}: {took:.2f} s on {piece!r}")
     assert not slow, slow
+
+
+def whole_text_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """The patterns searched over a paste's whole text (Found.matching), not one line at a time."""
+    return [(name, pattern) for name, pattern in module_patterns() if pattern.flags & re.MULTILINE]
+
+
+def slowest_over_lines(pattern: re.Pattern[str]) -> tuple[float, str]:
+    """The longest Found.matching over many lines, each one piece of the pattern, or blank (where a class that
+    takes a newline would run on from every line's start)."""
+    worst = (0.0, "")
+    for piece in sorted(pieces(pattern.pattern, pattern.flags & ~re.UNICODE) | {"", " "}):
+        found = Found.of("\n".join([piece] * (LENGTH // (len(piece) + 1))))
+        started = time.perf_counter()
+        found.matching(pattern)
+        worst = max(worst, (time.perf_counter() - started, piece))
+    return worst
+
+
+def test_a_pattern_that_runs_over_newlines_is_caught() -> None:
+    """The control: from every blank line's start, a white-space class runs over all the blank lines after it."""
+    found = Found.of("\n" * LENGTH)
+    started = time.perf_counter()
+    found.matching(re.compile(r"^\s*x", re.MULTILINE))
+    assert time.perf_counter() - started > LIMIT_S
+
+
+@pytest.mark.parametrize("name, pattern", whole_text_patterns(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_whole_text_pattern_is_linear_over_many_lines(name: str, pattern: re.Pattern[str]) -> None:
+    took, piece = slowest_over_lines(pattern)
+    assert took < LIMIT_S, f"{name}: {took:.2f} s on lines of {piece!r}"

@@ -53,9 +53,9 @@ def execute(
     if cluster is None or cluster.leader:
         run.results = broken_plugin_results(plan.broken) + run.results
     if "paste" in plan.facts:
-        from gpudoctor.paste.evidence import conflict_results
+        from gpudoctor.paste.evidence import conflict_results, unread_results
 
-        run.results = conflict_results(plan.facts) + run.results
+        run.results = unread_results(plan.facts) + conflict_results(plan.facts) + run.results
     return run
 
 

@@ -92,7 +92,7 @@ def host(facts: dict[str, Any]) -> str:
     held."""
     capture = facts.get("capture")
     if capture and capture.get("format") == "pasted text":
-        return f"{capture['file']} (paste: {', '.join(capture['kinds'])})"
+        return f"{capture['file']} (paste: {', '.join(capture['kinds']) or 'nothing read'})"
     if capture:
         return f"{capture['file']} (nvidia-smi capture)"
     return facts["system"].get("hostname") or os.uname().nodename

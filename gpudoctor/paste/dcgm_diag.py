@@ -108,20 +108,23 @@ def read(found: Found) -> None:
     record(found, diag)
 
 
+# The lines a box may open at (opens_box decides): its header, a category bar, a row of its own widths.
+OPENS = re.compile(r"^(?:>|[^\S\n])*(?:\|[^\S\n]*Diagnostic|[+|]-----  |\|[^\n]{27}\| )", re.MULTILINE)
+
+
 def read_text(found: Found, diag: Diag) -> None:
-    box: Box | None = None
-    for number, line in enumerate(found.lines):
-        text = QUOTE.sub("", line).rstrip()
-        if box is not None and not continues(text):
-            close_message(diag, box)
-            box = None
-        if box is None:
-            if not text.startswith(("|", "+")) or not opens_box(text):
-                continue
-            box = Box()
-            start(diag, number)
+    after = 0
+    for number in found.matching(OPENS):
+        text = QUOTE.sub("", found.lines[number]).rstrip()
+        if number < after or not text.startswith(("|", "+")) or not opens_box(text):
+            continue
+        box = Box()
+        start(diag, number)
         box_line(diag, box, number, text)
-    if box is not None:
+        after = number + 1
+        while after < len(found.lines) and continues(text := QUOTE.sub("", found.lines[after]).rstrip()):
+            box_line(diag, box, after, text)
+            after += 1
         close_message(diag, box)
 
 

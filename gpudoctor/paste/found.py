@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 QUOTED = 300  # characters of a line kept as evidence
-SIGHTINGS = 20  # lines kept per signature: a flood of one error (timestamped, so each line differs) is one finding
+SIGHTINGS = 20  # lines kept per signature, values per conflicting fact: a flood of one error (timestamped, so
+# each line differs) is one finding
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class Found:
     conflicts: dict[str, list[tuple[Any, Origin]]] = field(default_factory=dict)
     signatures: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)  # reader -> how many things it recognised
+    _sighted: dict[str, set[str]] = field(default_factory=dict, init=False)  # signature id -> its lines kept
+    text: str = field(init=False)  # the lines joined by "\n": what `holding` and `matching` search in one pass
+
+    def __post_init__(self) -> None:
+        self.text = "\n".join(self.lines)
 
     @classmethod
     def of(cls, text: str) -> Found:
@@ -52,6 +59,50 @@ class Found:
         (over 4,300 digits) or one that takes quadratic time to convert."""
         text = DIGIT_RUN.sub(_cut_number, text.replace("\r\n", "\n").replace("\r", "\n"))
         return cls(text.split("\n"))
+
+    def holding(self, needles: Iterable[str]) -> list[int]:
+        """The numbers (0-based, ascending) of the lines that hold any of `needles`, found with str.find over the
+        whole text: a reader then visits only its own lines, whatever else a paste holds."""
+        text, starts = self.text, set()
+        for needle in needles:
+            at = text.find(needle)
+            while at >= 0:
+                starts.add(text.rfind("\n", 0, at) + 1)
+                at = text.find(needle, self._next_line(at))
+        return self._numbers(sorted(starts))
+
+    def matching(self, pattern: re.Pattern[str]) -> list[int]:
+        """The numbers (0-based, ascending) of every line a match of `pattern` over the whole text touches
+        (anchor it at `^` with re.MULTILINE, so that a line gives one match however often it holds the text): a
+        match that runs over a newline names all the lines it spans, so the line a reader wants is among them."""
+        numbers: list[int] = []
+        text, count = self.text, self.text.count
+        line = at = 0
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            line += count("\n", at, start)
+            at = start
+            if numbers and numbers[-1] >= line:
+                continue
+            if end - start > 1 and (spans := count("\n", start, end - 1)):
+                numbers.extend(range(line, line + spans + 1))
+            else:
+                numbers.append(line)
+        return numbers
+
+    def _next_line(self, at: int) -> int:
+        """Where the line after the one at offset `at` begins (past the end where there is none)."""
+        end = self.text.find("\n", at)
+        return len(self.text) + 1 if end < 0 else end + 1
+
+    def _numbers(self, starts: list[int]) -> list[int]:
+        """The line numbers of ascending offsets where lines begin."""
+        numbers, line, at = [], 0, 0
+        for start in starts:
+            line += self.text.count("\n", at, start)
+            numbers.append(line)
+            at = start
+        return numbers
 
     def origin(self, reader: str, line: int) -> Origin:
         """`line` is 0-based, an index into `lines`."""
@@ -71,7 +122,7 @@ class Found:
             self.origins[path] = where
         elif node[leaf] != value and not _completes(node[leaf], value):
             known = self.conflicts.setdefault(path, [(node[leaf], self.origins[path])])
-            if all(v != value for v, _ in known):
+            if len(known) < SIGHTINGS and all(v != value for v, _ in known):
                 known.append((value, where))
 
     def derived(self, path: str, value: Any, why: str) -> None:
@@ -102,9 +153,10 @@ class Found:
     def signature(self, id: str, reader: str, line: int, values: dict[str, Any] | None = None) -> None:
         """An error signature (data/signatures.toml `id`) at `line` (0-based), with what it carried."""
         where = self.origin(reader, line)
-        same = [s for s in self.signatures if s["id"] == id]
-        if len(same) >= SIGHTINGS or any(s["text"] == where.text for s in same):
+        seen = self._sighted.setdefault(id, set())
+        if len(seen) >= SIGHTINGS or where.text in seen:
             return
+        seen.add(where.text)
         self.signatures.append({"id": id, **where.as_dict(), "values": dict(values or {})})
         self.kinds[reader] = self.kinds.get(reader, 0) + 1
 
@@ -135,8 +187,8 @@ def json_blocks(found: Found, key: str) -> list[tuple[int, int, dict[str, Any]]]
     blocks: list[tuple[int, int, dict[str, Any]]] = []
     decoder = json.JSONDecoder()
     after = -1
-    for number, line in enumerate(found.lines):
-        if number <= after or quoted not in line or not line.lstrip().startswith(quoted):
+    for number in found.holding((quoted,)):
+        if number <= after or not found.lines[number].lstrip().startswith(quoted):
             continue
         start = next((n for n in range(number - 1, max(number - 4, -1), -1) if found.lines[n].strip() == "{"), None)
         if start is None:

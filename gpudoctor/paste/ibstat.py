@@ -20,6 +20,8 @@ CA = re.compile(r"^CA '([^']+)'$")
 PORT = re.compile(r"^Port (\d+):$")
 KEY = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*)$")
 STATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:$")
+# The lines _step may take (a superset); any other line that is not blank closes the open block.
+ENTRY = re.compile(r"^[^\S\n]*(?:CA '|Infiniband device '|Port \d|[A-Za-z][\w ]*:)", re.MULTILINE)
 STATUS_KEY = re.compile(r"^(default gid|base lid|sm lid|state|phys state|rate|link_layer):\s+(.*)$")
 IBSTAT_KEYS = {
     "CA type",
@@ -72,9 +74,12 @@ def read(found: Found) -> None:
     ports: list[Port] = []
     device: str | None = None
     port: Port | None = None
-    for number, raw in enumerate(found.lines):
-        line = raw.strip()
-        device, port = _step(line, number, device, port, ports)
+    after = 0
+    for number in found.matching(ENTRY):
+        if (device or port) and any(line.strip() for line in found.lines[after:number]):
+            device, port = None, None  # another line between closes the block
+        after = number + 1
+        device, port = _step(found.lines[number].strip(), number, device, port, ports)
     seen: set[tuple[str, int]] = set()
     for item in ports:
         record = item.record()

@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +50,66 @@ def load(path: Path | str) -> dict[str, Any]:
     return snapshot
 
 
+# The most a paste may take to read: every reader is linear (tests/test_reader_time.py), about 0.3-0.6 s per MB
+# on 2 cores, 1.2 s per MB for the slowest hostile shapes (bench/readers.py, docs/SECURITY.md); this is the guard
+# against what no test foresaw, ended with one line (exit 2).
+READ_SECONDS = 10.0
+READ_SECONDS_PER_MB = 1.0
+
+
+class _OutOfTime(BaseException):  # not an Exception: no reader's `except Exception` may swallow it
+    pass
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise _OutOfTime in the block once `seconds` have passed (a real-time timer: the main thread only, where
+    Python runs signal handlers; elsewhere, or without SIGALRM, the block runs unbounded)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def read_budget(size: int) -> float:
+    """Seconds a paste of `size` bytes may take to read."""
+    return READ_SECONDS + READ_SECONDS_PER_MB * size / 2**20
+
+
 def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
+    """pasted_text within its time budget, else one line saying so."""
+    budget = read_budget(len(data))
+    try:
+        with deadline(budget):
+            return pasted_text(path, data, first)
+    except _OutOfTime:
+        raise SnapshotError(
+            f"{path}: reading it took longer than {budget:.0f} s ({READ_SECONDS:.0f} s and {READ_SECONDS_PER_MB:.0f} s "
+            "per MB; gpudoctor reads a log at about 0.5 s per MB): judge the part about the GPUs, not the whole file"
+        ) from None
+
+
+def pasted_text(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
     """Text a user has (collect_env, nvidia-smi's outputs, kernel and NCCL logs, errors) read as facts. Where
     it was first taken for a snapshot or a capture and is none of these either, that first error is raised."""
     text = decode(data)
     if text is None or "\x00" in text[:4096]:
         raise first or SnapshotError(f"{path} is not text: neither a snapshot, a capture nor anything gpudoctor reads")
+    if not text.strip():
+        raise SnapshotError(f"{path} is empty: nothing to judge")
     found = paste.read(text)
-    if not found.kinds:
-        if first:
-            raise first
-        raise SnapshotError(
-            f"{path}: nothing in it gpudoctor reads (a snapshot, an nvidia-smi capture or output, collect_env, "
-            "a kernel or NCCL log, a known error message)"
-        )
+    if not found.kinds and first:
+        raise first
     snapshot = paste.to_snapshot(Path(str(path)).name, found)
     wrong = problem(snapshot)
     if wrong:

@@ -72,10 +72,8 @@ class KernelLog:
 def read(found: Found) -> None:
     """Every kernel-log line about NVIDIA's driver, nouveau and NVSwitch; nothing from other lines."""
     log = KernelLog()
-    lines = found.lines
-    for number, line in enumerate(lines):
-        if "NVRM" in line or "Xid" in line or "nouveau" in line:
-            read_line(found, log, number, line)
+    for number in found.holding(("NVRM", "Xid", "nouveau")):
+        read_line(found, log, number, found.lines[number])
     record(found, log)
 
 

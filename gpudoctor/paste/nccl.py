@@ -79,7 +79,8 @@ class NcclLog:
 def read(found: Found) -> None:
     """Every NCCL log line; nothing from lines that are not NCCL's."""
     log = NcclLog()
-    for number, line in enumerate(found.lines):
+    for number in found.holding(("NCCL", "nccl", "Pid", *OTHER_PROGRAM, *BARE)):
+        line = found.lines[number]
         if "NCCL" in line or "nccl" in line or "# " in line:
             read_line(found, log, number, line)
         elif line.lstrip(" \t>").startswith(BARE):

@@ -57,6 +57,7 @@ PREFIX = re.compile(
     r"|\[[^\]\s]*\]:?(?=\s)"  # "[rank0]:", "[pod/launcher]"
     r"|[\w.-]+:(?=\s)))+"  # srun -l "0:", "rank0:", pdsh "host:"
 )
+SETTING = re.compile(r"(?:^|[\s'\",=])(NCCL_[A-Z0-9_]{1,64})=((?:[^\s'\",;|&]|,(?![A-Z0-9_]{1,64}=)){1,200})")
 TAG = re.compile(r"\[\d+\]")  # an MPI output tag inside a row ("-1[0]    1626.5")
 DEVICE = re.compile(
     r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)"
@@ -98,16 +99,17 @@ def in_header(run: Run | None) -> bool:
 
 def read(found: Found) -> None:
     """Every nccl-tests run in the text, text or JSON, in the order they appear."""
-    whole, documents = json_documents(found.lines)
+    whole, documents = json_documents(found)
     runs = [(line0, from_json(document, line0)) for line0, document in documents]
-    text_runs = [] if whole else scan(found.lines, {line0 for line0, _ in documents})
-    mentions = [
-        (n, m.group(1)) for n, line in enumerate(found.lines) if "_perf" in line for m in PROGRAM.finditer(line)
-    ]
+    text_runs = [] if whole else scan(found, {line0 for line0, _ in documents})
+    mentions = [(n, m.group(1)) for n in found.holding(("_perf",)) for m in PROGRAM.finditer(found.lines[n])]
     lines = [number for number, _ in mentions]
     previous = -1
     for run in text_runs:
-        runs.append((run.first, run_dict(run, collective_of(run, mentions, lines, previous))))
+        command = command_line(run, lines, previous)
+        collective = run.collective or (mentions[command][1] if command is not None else None)
+        env = settings(found.lines[lines[command]]) if command is not None else {}
+        runs.append((run.first, run_dict(run, collective, env)))
         previous = run.last
     for line0, run_facts in sorted(runs, key=lambda pair: pair[0]):
         found.append("benchmarks.nccl_tests", run_facts, READER, line0)
@@ -115,23 +117,66 @@ def read(found: Found) -> None:
 
 # ---------------------------------------------------------------------------------------------------- text
 
+COMMENTS = (
+    "nccl-tests version ",
+    "Collective test ",
+    "nThread ",
+    "Using devices",
+    "Rank ",
+    "out-of-place",
+    "size",
+    "Out of bounds values",
+    "Avg bus bandwidth",
+)
 
-def scan(lines: list[str], skip: set[int]) -> list[Run]:
+
+# Every line `take` may read holds one of these (a superset: `take` decides); the lines between only count
+# towards MAX_GAP. A row starts with two integers (an MPI tag may sit beside them) and a type name, and has at
+# least eleven fields.
+TAKEN = re.compile(
+    r"^[^\n]*?(?:(?<!#)#+[^\S\n]*(?:" + "|".join(re.escape(start) for start in COMMENTS) + r")"
+    r"|nThread |Out of bounds values|Avg bus bandwidth|NCCL version "
+    r"|\d(?:[ \t]|\[\d+\])+\d+(?:[ \t]|\[\d+\])+[A-Za-z]\S*(?:[^\S\n]+\S+){8})",
+    re.MULTILINE,
+)
+
+
+def scan(found: Found, skip: set[int]) -> list[Run]:
     """The runs of the text: a header, a device list, a table, a footer, or any part of them (an excerpt)."""
     runs: list[Run] = []
     gap = 0
-    for number, raw in enumerate(lines):
+    after = 0
+    for number in found.matching(TAKEN):
+        if gap <= MAX_GAP and number > after:
+            gap += other_lines(found.lines[after:number], skip, after, MAX_GAP + 1 - gap)
+        after = number + 1
         if number in skip:
             continue
+        raw = found.lines[number]
         text = unprefixed(raw)
         current = runs[-1] if runs and gap <= MAX_GAP else None
-        took = take(runs, current, number, text)
-        if took:
+        if take(runs, current, number, text):
             runs[-1].last = number
             gap = 0
-        elif text and not text.startswith("#") and not any(marker in raw for marker in NEUTRAL):
+        elif is_other(raw, text):
             gap += 1
     return runs
+
+
+def other_lines(lines: list[str], skip: set[int], first: int, most: int) -> int:
+    """How many of `lines` (the first is line `first`) are other text, counted up to `most`."""
+    count = 0
+    for number, raw in enumerate(lines, first):
+        if count >= most:
+            break
+        if raw.strip() and number not in skip and is_other(raw, unprefixed(raw)):
+            count += 1
+    return count
+
+
+def is_other(raw: str, text: str) -> bool:
+    """Text that is neither nccl-tests' nor NCCL's log nor blank: it ends a run after MAX_GAP lines."""
+    return bool(text) and not text.startswith("#") and not any(marker in raw for marker in NEUTRAL)
 
 
 def unprefixed(line: str) -> str:
@@ -164,6 +209,8 @@ def take(runs: list[Run], current: Run | None, number: int, text: str) -> bool:
 
 def comment(runs: list[Run], current: Run | None, number: int, body: str) -> bool:
     """A line that starts with "#": the header, device lines, the table's header, the footer."""
+    if not body.startswith(COMMENTS):
+        return False
     if body.startswith("nccl-tests version ") and (match := TOOL_VERSION.match(body)):
         run = title(runs, current, number, "version", body)
         run.version = match.group(1)
@@ -329,20 +376,24 @@ def collective_name(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def collective_of(run: Run, mentions: list[tuple[int, str]], lines: list[int], previous: int) -> str | None:
-    """The run's own title line, else the program named last between the previous run and this one (its
-    command line), else one named inside it. `lines` are the mentions' line numbers, ascending."""
-    if run.collective:
-        return run.collective
+def command_line(run: Run, lines: list[int], previous: int) -> int | None:
+    """Which of the program's mentions (their line numbers `lines`, ascending) is the run's: the last between
+    the previous run and this one (its command line), else one inside it."""
     first = bisect.bisect_left(lines, run.first)
     if first > 0 and lines[first - 1] > previous:
-        return mentions[first - 1][1]
+        return first - 1
     if first < len(lines) and lines[first] <= run.last:
-        return mentions[first][1]
+        return first
     return None
 
 
-def run_dict(run: Run, collective: str | None) -> dict[str, Any]:
+def settings(line: str) -> dict[str, str]:
+    """NCCL's settings on a command line: `-x NCCL_IB_DISABLE=1` (Open MPI), `NCCL_ALGO=Ring ./all_reduce_perf`,
+    `--export=ALL,NCCL_DEBUG=INFO` (srun)."""
+    return {name: value for name, value in SETTING.findall(line)}
+
+
+def run_dict(run: Run, collective: str | None, env: dict[str, str]) -> dict[str, Any]:
     """The fact recorded per run (the judges read exactly these keys)."""
     ranks = max(d["rank"] for d in run.devices) + 1 if run.devices else None
     return shaped(
@@ -356,7 +407,7 @@ def run_dict(run: Run, collective: str | None) -> dict[str, Any]:
         out_of_bounds=run.out_of_bounds,
         version=run.version,
         nccl_version=run.nccl_version,
-        env={},
+        env=env,
     )
 
 
@@ -405,20 +456,20 @@ def nccl_version_text(code: int) -> str | None:
 # ---------------------------------------------------------------------------------------------------- JSON
 
 
-def json_documents(lines: list[str]) -> tuple[bool, list[tuple[int, dict[str, Any]]]]:
+def json_documents(found: Found) -> tuple[bool, list[tuple[int, dict[str, Any]]]]:
     """nccl-tests' JSON objects and whether one is the whole text: the whole text as one (pretty-printed by jq
     or not), else each line that is one (the writer puts the whole file on one line). Other JSON is not
     nccl-tests' and is left alone."""
-    stripped = "\n".join(lines).strip()
+    stripped = found.text.strip()
     if stripped.startswith("{") and (document := loaded(stripped)) is not None:
-        first = next((n for n, line in enumerate(lines) if line.strip()), 0)
+        first = next((n for n, line in enumerate(found.lines) if line.strip()), 0)
         return True, [(first, document)]
-    found = []
-    for number, line in enumerate(lines):
-        candidate = unprefixed(line)
-        if candidate.startswith("{") and '"results"' in candidate and (document := loaded(candidate)) is not None:
-            found.append((number, document))
-    return False, found
+    documents = []
+    for number in found.holding(('"results"',)):
+        candidate = unprefixed(found.lines[number])
+        if candidate.startswith("{") and (document := loaded(candidate)) is not None:
+            documents.append((number, document))
+    return False, documents
 
 
 def loaded(text: str) -> dict[str, Any] | None:

@@ -91,16 +91,28 @@ def read(found: Found) -> None:
     record(found, run)
 
 
+# Every line read_line or a matrix may start at begins so (a superset: they decide); no other line changes a run.
+STARTS = re.compile(
+    r"^(?:>|[^\S\n])*(?:"
+    + "|".join(
+        re.escape(start)
+        for start in (*DESCRIPTIONS, "nvbandwidth Version: ", "Running ", "SUM ", "&&&& PERF ", "Waiving ", "Error: ")
+    )
+    + r"|CUDA Runtime Version: |CUDA Driver Version|Driver Version: |Device \d)",
+    re.MULTILINE,
+)
+
+
 def read_text(found: Found, run: Run) -> None:
-    lines = found.lines
-    number = 0
-    while number < len(lines):
-        text = QUOTE.sub("", lines[number]).rstrip()
+    after = 0
+    for number in found.matching(STARTS):
+        if number < after:
+            continue
+        text = QUOTE.sub("", found.lines[number]).rstrip()
         if text.startswith(DESCRIPTIONS) and (end := matrix(found, run, number)) is not None:
-            number = end
+            after = end
             continue
         read_line(found, run, number, text)
-        number += 1
     close_running(run)
 
 

@@ -55,7 +55,7 @@ MAX_TREE_LINES = 20000  # lines of one `-q` GPU section (a real one has about 30
 MAX_DEPTH = 12  # nesting of a `-q` section (a real one goes 6 deep)
 MAX_LINE = 2000  # characters: a longer line is none of nvidia-smi's (and is not searched)
 # Every line that starts an nvidia-smi output holds one of these.
-TRIGGER = re.compile(r"GPU|NVIDIA-SMI|NVML|NVSMI|No devices|MIG devices|Processes:")
+TRIGGERS = ("GPU", "NVIDIA-SMI", "NVML", "NVSMI", "No devices", "MIG devices", "Processes:")
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 QUOTE = re.compile(r"^(?:[ \t]*>)+[ \t]?")
@@ -253,13 +253,10 @@ class Reader:
             self.found.gpu(index, facts, READER, line)
 
     def run(self) -> None:
-        lines, i, search = self.lines, 0, TRIGGER.search
-        while i < len(lines):
-            raw = lines[i]
-            if search(raw) is None or len(raw) > MAX_LINE:
-                i += 1
-                continue
-            i = max(i + 1, self.dispatch(i, raw))
+        after = 0
+        for i in self.found.holding(TRIGGERS):
+            if i >= after and len(self.lines[i]) <= MAX_LINE:
+                after = max(i + 1, self.dispatch(i, self.lines[i]))
         self.finish()
 
     def dispatch(self, i: int, raw: str) -> int:

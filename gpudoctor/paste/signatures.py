@@ -115,19 +115,15 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
 
 
 @functools.cache
-def _needles() -> re.Pattern[str]:
-    return re.compile("|".join(sorted({re.escape(s.needle) for s in table().values()}, key=len, reverse=True)))
+def _needles() -> tuple[str, ...]:
+    return tuple(sorted({s.needle for s in table().values()}))
 
 
 def read(found: Found) -> None:
     """Every line that holds a signature's needle, searched with its pattern: a signature for each match, and
     the facts its groups carry."""
-    if not table():
-        return
-    needles = _needles()
-    for number, line in enumerate(found.lines):
-        if needles.search(line):
-            _match_line(found, number, line)
+    for number in found.holding(_needles()):
+        _match_line(found, number, found.lines[number])
 
 
 def _match_line(found: Found, number: int, line: str) -> None:
