@@ -398,7 +398,7 @@ def test_snapshot_from_xml_judges_the_same(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ("<foo/>", "is XML but not an nvidia-smi -q -x capture (root <foo>"),
+        ("<?xml version='1.0'?><foo/>", "is XML but not an nvidia-smi -q -x capture (root <foo>"),
         ("<nvidia_smi_log><gpu>", "is XML that does not parse"),
         ("<nvidia_smi_log><driver_version>550.1</driver_version></nvidia_smi_log>", "with no <gpu> element"),
         ("<nvidia_smi_log><gpu", "is XML that does not parse"),

@@ -129,7 +129,16 @@ def nothing_read(proc: subprocess.CompletedProcess[str]) -> None:
 EXPECTED_DMESG = "sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'"
 
 
-@pytest.mark.parametrize("text", ["just some words\nnothing a GPU tool says\n", "Epoch 3: loss 0.412\n", "最牡慢敧"])
+NOTHING_KNOWN = [
+    "just some words\nnothing a GPU tool says\n",
+    "Epoch 3: loss 0.412\n",
+    "最牡慢敧",
+    "[rank0]: epoch 3 done\n",
+    "<details><summary>log</summary>\nall fine\n</details>\n",
+]
+
+
+@pytest.mark.parametrize("text", NOTHING_KNOWN)
 def test_text_with_nothing_known_gets_a_report_of_what_was_looked_for(tmp_path: Path, text: str) -> None:
     path = tmp_path / "paste.txt"
     path.write_text(text, encoding="utf-8")

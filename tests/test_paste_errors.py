@@ -14,7 +14,8 @@ import pytest
 from helpers.common import FIXTURES
 
 from gpudoctor import paste
-from gpudoctor.paste import signatures
+from gpudoctor.model import Result, Status
+from gpudoctor.paste import evidence, inputs, signatures
 from gpudoctor.paste.found import Found
 
 PASTES = FIXTURES / "pastes"
@@ -626,7 +627,8 @@ def test_fix_placeholders_and_fact_groups_are_pattern_groups() -> None:
     for s in ours().values():
         groups = set(s.pattern.groupindex)
         for command in s.fix:
-            assert set(re.findall(r"\{(\w+)\}", command)) <= groups, s.id
+            for name, default in signatures.PLACE.findall(command):
+                assert name in signatures.WHOLE_PASTE if default else name in groups, (s.id, name)
         for group, target in s.facts.items():
             path, _, kind = target.partition(":")
             assert group in groups or group == signatures.WHOLE_LINE, s.id
@@ -702,3 +704,31 @@ def test_a_20_mb_log_is_read_in_reasonable_time() -> None:
     assert time.perf_counter() - started < 20
     expected = {i for sample in samples for i, _ in sighted(engine(sample))}
     assert {i for i, _ in sighted(found)} == expected, "at scale, exactly what each sample holds alone"
+
+
+PROGRAM = FIXTURES / "pastes" / "program"
+
+
+def test_the_programs_fixes_rerun_the_script_its_traceback_shows(tmp_path: Path) -> None:
+    """A device-side assert's fix runs the traceback's own script again, with CUDA_LAUNCH_BLOCKING=1; a script
+    path that is not one shell word, or none at all, leaves the template (`train.py`, said as such)."""
+    sample = (
+        FIXTURES
+        / "pastes"
+        / "program"
+        / "device-side-assert-classnllcriterion-thcudacheck-runtime-error-59-torch-0.3.txt"
+    )
+    script = "/home/intern/PycharmProjects/domain-transfer-network-pytorch/test.py"
+    text = sample.read_text(encoding="utf-8")
+    for paste_text, expected in (
+        (text, script),
+        (text.replace(script, "/tmp/$(reboot).py"), "train.py"),
+        (text.replace(", in <module>", ", in main"), "train.py"),
+    ):
+        path = tmp_path / "paste.txt"
+        path.write_text(paste_text, encoding="utf-8")
+        facts = inputs.load(path)
+        results = evidence.attach("program.error", [Result(Status.SKIP, "nothing")], facts, live=False)
+        commands = [c for r in results if r.remediation for c in r.remediation.commands]
+        assert commands[0].startswith(f"CUDA_LAUNCH_BLOCKING=1 python {expected}  # your script"), commands
+        assert "reboot" not in " ".join(commands)

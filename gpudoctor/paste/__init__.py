@@ -44,6 +44,7 @@ def summary(found: Found) -> dict[str, Any]:
             for path, values in found.conflicts.items()
         ],
         "signatures": found.signatures,
+        **({"script": found.script} if found.script else {}),
     }
 
 

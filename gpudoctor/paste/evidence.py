@@ -110,7 +110,7 @@ def _remedy(signature: Signature, values: dict[str, Any], facts: dict[str, Any],
     cured = cure(signature.id, values, facts) if signature.fix_from == "owner" else None
     if cured is not None:
         return Remediation(f"{why} {cured.why}", cured.commands, cured.instead, signature.source)
-    commands, refused = signature.fixes(values)
+    commands, refused = signature.fixes({"script": (facts.get("paste") or {}).get("script"), **values})
     left = f" (a command left out: {'; '.join(refused)})" if refused else ""
     none = f" No command cures it here: {signature.no_fix}" if signature.no_fix and not commands else ""
     return Remediation(f"{why}{left}{none}", commands, source=signature.source)

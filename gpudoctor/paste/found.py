@@ -46,6 +46,7 @@ class Found:
     conflicts: dict[str, list[tuple[Any, Origin]]] = field(default_factory=dict)
     signatures: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)  # reader -> how many things it recognised
+    script: str | None = None  # the script a traceback shows run as the main module
     _sighted: dict[str, set[str]] = field(default_factory=dict, init=False)  # signature id -> its lines kept
     text: str = field(init=False)  # the lines joined by "\n": what `holding` and `matching` search in one pass
 

@@ -37,7 +37,7 @@ def load(path: Path | str) -> dict[str, Any]:
             return capture_from(Path(path), data)
         snapshot = parse_json(data, path, "snapshot", SnapshotError)
     except SnapshotError as exc:  # text that starts like XML or JSON ("<details>", "[rank0]:") may be a paste
-        return pasted(path, data, exc)
+        return pasted(path, data, exc if claims_to_be_ours(data) else None)
     if not isinstance(snapshot, dict) or snapshot.get("schema") != SCHEMA:
         # another tool's JSON (nccl-tests -J, nvbandwidth --json, dcgmi diag -j) is read by the paste readers;
         # a gpudoctor snapshot never is, however damaged: its own error stands
@@ -48,6 +48,14 @@ def load(path: Path | str) -> dict[str, Any]:
     if wrong:
         raise SnapshotError(f"snapshot {path}: {wrong}")
     return snapshot
+
+
+def claims_to_be_ours(data: bytes) -> bool:
+    """Whether a file that failed to parse was meant as a snapshot or a capture (a JSON object, nvidia-smi's
+    XML), so that its own error is the answer where nothing else in it is read; text that only starts with "<"
+    or "[" (an issue's "<details>", a "[rank0]:" log) gets the report of what was looked for."""
+    head = (decode(data[:512]) or "").lstrip("\ufeff \t\r\n")
+    return head.startswith(("{", "<?xml")) or "nvidia_smi_log" in head
 
 
 # The most a paste may take to read: every reader is linear (tests/test_reader_time.py), about 0.3-0.6 s per MB

@@ -13,7 +13,8 @@ An entry:
     facts = { found = "nvml.cuda_driver_version:int" }  # optional: named group -> fact path[:int|float|str];
                                            # `_match` is the whole line
     cause = "The driver ... (what it means)"
-    fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group
+    fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group, {script|train.py}
+                                           # the script a traceback in the paste runs (else the default)
     source = "c10/cuda/CUDAFunctions.cpp device_count_impl(), cudaErrorInsufficientDriver"
 """
 
@@ -68,13 +69,22 @@ class Signature:
         built, refused = [], []
         for command in self.fix:
             try:
-                built.append(re.sub(r"\{(\w+)\}", lambda m: _filled(values, m.group(1)), command))
+                built.append(PLACE.sub(lambda m: _filled(values, m.group(1), m.group(2)), command))
             except Unsafe as exc:
                 refused.append(str(exc))
         return built, refused
 
 
-def _filled(values: dict[str, Any], name: str) -> str:
+PLACE = re.compile(r"\{(\w+)(?:\|([^{}]*))?\}")  # {group}, or {name|default}: the default where the paste lacks it
+WHOLE_PASTE = ("script",)  # the values a {name|default} may take from the paste as a whole, not from its match
+
+
+def _filled(values: dict[str, Any], name: str, default: str | None) -> str:
+    if default is not None:
+        try:
+            return word(values[name], "word") if values.get(name) else default
+        except Unsafe:
+            return default
     if values.get(name) in (None, ""):
         raise Unsafe(f"the paste does not show the {name}")
     return word(values[name], "word")
@@ -119,11 +129,18 @@ def _needles() -> tuple[str, ...]:
     return tuple(sorted({s.needle for s in table().values()}))
 
 
+# A traceback's first frame of a script run as the main module: the program its fixes run again.
+SCRIPT = re.compile(r'File "([^"\n]{1,300}\.py)", line \d{1,9}, in <module>')
+
+
 def read(found: Found) -> None:
     """Every line that holds a signature's needle, searched with its pattern: a signature for each match, and
-    the facts its groups carry."""
+    the facts its groups carry; the script a traceback shows (`{script|train.py}` in a fix)."""
     for number in found.holding(_needles()):
         _match_line(found, number, found.lines[number])
+    found.script = next(
+        (m.group(1) for n in found.holding(("in <module>",)) if (m := SCRIPT.search(found.lines[n]))), None
+    )
 
 
 def _match_line(found: Found, number: int, line: str) -> None:
