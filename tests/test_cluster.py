@@ -150,13 +150,25 @@ def verdict(node: Node) -> dict:
     return next(c for c in node.report["checks"] if c["check_id"] == "cluster.verdict")
 
 
-def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(hosts: Hosts, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "busy",
+    [
+        False,
+        # 145 s on CI's 2 cores; the eight nodes sharing them (the budget test) are the default run's noisy case
+        pytest.param(True, marks=pytest.mark.slow),
+    ],
+    ids=["idle", "busy"],
+)
+def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(
+    hosts: Hosts, tmp_path: Path, busy: bool
+) -> None:
     """The issue's case: three healthy nodes on a busy machine named node1 a straggler from noisy figures.
-    Here a process keeps the cores busy whenever the nodes leave them idle; one node runs through the Python API
+    Busy, a process keeps the cores busy whenever the nodes leave them idle; one node runs through the Python API
     (probe.run(cluster=True): cluster mode is a library function); rank 0's Prometheus file goes to
     node_exporter."""
     # Niced: it takes what the nodes leave, as another user's job does, and never starves the run it disturbs.
-    burner = subprocess.Popen([sys.executable, "-c", "import os\nos.nice(19)\nwhile True: pass"])
+    work = "import os\nos.nice(19)\nwhile True: pass" if busy else "import time\ntime.sleep(3600)"
+    burner = subprocess.Popen([sys.executable, "-c", work])
     try:
         nodes, leader = run(hosts, tmp_path, ["--only", "cluster", "system.shm"], api=(1,), limit_s=600)
     finally:

@@ -124,7 +124,7 @@ def test_mutated_saved_reports(tmp_path: Path) -> None:
     from helpers.clusterreport import build
 
     for base in (saved, build(12)):
-        for n in range(120):
+        for n in range(60):
             path = tmp_path / f"report-{n}.json"
             path.write_text(json.dumps(mutate(base, rng)))
             try:

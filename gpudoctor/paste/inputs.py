@@ -55,7 +55,8 @@ def claims_to_be_ours(data: bytes) -> bool:
     XML), so that its own error is the answer where nothing else in it is read; text that only starts with "<"
     or "[" (an issue's "<details>", a "[rank0]:" log) gets the report of what was looked for."""
     head = (decode(data[:512]) or "").lstrip("\ufeff \t\r\n")
-    return head.startswith(("{", "<?xml")) or "nvidia_smi_log" in head
+    array = head.startswith("[") and head[1:].lstrip()[:1] in ("[", "{", "]")  # JSON, not "[rank0]:"
+    return array or head.startswith(("{", "<?xml")) or "nvidia_smi_log" in head
 
 
 # The most a paste may take to read: every reader is linear (tests/test_reader_time.py), about 0.3-0.6 s per MB
