@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from gpudoctor.checks import benchmarks
-from helpers.common import BENCH, PASTES, gpudoctor
+from helpers.common import BENCH, PASTES, gpudoctor, judge
 
-from gpudoctor import cli, paste
+from gpudoctor import paste
 from gpudoctor.judging import references
 from gpudoctor.model import Status
 from gpudoctor.paste import nccl_tests
@@ -156,20 +156,15 @@ def test_dcgm_diag_verdicts_are_dcgms_own_with_their_messages() -> None:
     assert passed["status"] == "pass"
 
 
-def test_every_vendored_output_is_judged_without_a_broken_check(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """In process (the console script's own main): each file judged by every bench check, none broken."""
+def test_every_vendored_output_is_judged_without_a_broken_check() -> None:
+    """In process, as `check --from FILE --only bench` judges it: each file's bench checks, none broken."""
     for path in sorted(BENCH.glob("*/*")):
         if path.suffix not in (".txt", ".json") or "schema" in path.name or path.parent.name == "topo":
             continue
         facts = load(path)
         assert facts.get("benchmarks"), path.name
-        report = tmp_path / f"{path.name}.json"
-        code = cli.main(["check", "--from", str(path), "--only", "bench", "--format", "nagios", "-o", str(report)])
-        assert code in (0, 1, 2), (path.name, capsys.readouterr().err)  # Nagios: OK, WARNING, CRITICAL
-        statuses = {c["status"] for c in json.loads(report.read_text())["checks"]}
-        assert not statuses & {"error", "timeout"}, path.name
+        results = judge(facts, only=["bench"])
+        assert results and not {r.status for r in results.values()} & {Status.ERROR, Status.TIMEOUT}, path.name
 
 
 def test_runs_without_a_benchmark_output_do_not_list_the_benchmark_judges() -> None:
