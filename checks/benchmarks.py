@@ -131,18 +131,17 @@ def compared(runs: list[dict[str, Any]], verdicts: list[Judged]) -> list[Judged]
     """Runs of one test (collective, hosts, ranks, settings) on the same GPUs compared at each one's largest
     size: one at a third or less of the best other run of that test at that size, not already failed, is a
     warning that it took another path (TCP instead of RDMA, another NIC, a link down)."""
+    peaks = [(test_of(run), *largest(run)) for run in runs]  # (test, largest size, busbw there)
     best: dict[tuple[Any, ...], list[tuple[float, int]]] = {}  # (test, size) -> the two best (busbw, run)
-    for number, run in enumerate(runs):
-        size, busbw = largest(run)
+    for number, (test, size, busbw) in enumerate(peaks):
         if size:
-            best.setdefault((test_of(run), size), []).append((busbw, number))
+            best.setdefault((test, size), []).append((busbw, number))
     for ranked in best.values():
         ranked.sort(reverse=True)
         del ranked[2:]
     out = list(verdicts)
-    for number, run in enumerate(runs):
-        size, slow = largest(run)
-        fast, other = next(((b, n) for b, n in best.get((test_of(run), size), []) if n != number), (0.0, -1))
+    for number, (run, (test, size, slow)) in enumerate(zip(runs, peaks, strict=True)):
+        fast, other = next(((b, n) for b, n in best.get((test, size), []) if n != number), (0.0, -1))
         row = out[number][0]
         if size and fast >= SLOWER * slow and row.status in (Status.PASS, Status.SKIP):
             row.status = Status.WARN
@@ -185,15 +184,15 @@ def judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, 
 
 # A cause the file shows of a run between nodes: (it makes the run abnormal, what it is, commands that confirm
 # or cure it, RERUN standing for the run's own command).
-Cause = tuple[bool, str, list[str]]
+NetworkCause = tuple[bool, str, list[str]]
 SHOW_NETWORK = "2>&1 | grep -E 'NET/IB : Using|Using network|NET/Socket'"
 
 
-def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[Cause]:
+def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[NetworkCause]:
     """What the file shows that slows a run between nodes: NCCL on TCP sockets (InfiniBand turned off on the
     command line or in the environment, or no RDMA NIC found), ranks spread unevenly over the nodes, fewer NICs
     than GPUs per node (NCCL pairs each GPU with a NIC: nccl/src/graph/search.cc)."""
-    causes: list[Cause] = []
+    causes: list[NetworkCause] = []
     disabled = str((run.get("env") or {}).get("NCCL_IB_DISABLE") or "0")
     if disabled.isdigit() and int(disabled[:9]):  # NCCL reads it as a number (ncclParamIbDisable)
         causes.append(
@@ -222,7 +221,9 @@ def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-def with_network_causes(row: Row, cure: Remediation | None, run: dict[str, Any], shown: dict[str, Any]) -> Any:
+def with_network_causes(
+    row: Row, cure: Remediation | None, run: dict[str, Any], shown: dict[str, Any]
+) -> Remediation | None:
     """The run's row and fix with the causes the file shows: one that makes it abnormal turns a pass or an
     unjudgeable figure into a warning that names it; each cause joins the fix with its commands."""
     causes = network_causes(run, shown)

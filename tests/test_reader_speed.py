@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import signal
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -73,9 +73,23 @@ def test_a_paste_that_outlasts_its_budget_ends_in_one_line(tmp_path: Path, monke
     assert inputs.read_budget(8 * 2**20) == 0.05  # the budget the message names
 
 
-def test_the_budget_grows_with_the_input_and_is_lifted_afterwards(monkeypatch) -> None:
+def test_the_budget_grows_with_the_input_and_holds_in_any_thread(tmp_path: Path, monkeypatch) -> None:
+    """The budget is 10 s and 1 s per MB; a library caller reading in its own thread is bounded too."""
     assert inputs.read_budget(0) == inputs.READ_SECONDS
     assert inputs.read_budget(64 * 2**20) == inputs.READ_SECONDS + 64 * inputs.READ_SECONDS_PER_MB
-    with inputs.deadline(5):
-        pass
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    monkeypatch.setattr(inputs, "READ_SECONDS", 0.05)
+    monkeypatch.setattr(inputs, "READ_SECONDS_PER_MB", 0.0)
+    path = tmp_path / "huge.log"
+    path.write_text(READERS.built("# nThread 1 nGpus 1\n", "#  size count\n", 2**21), encoding="utf-8")
+    said: list[str] = []
+
+    def read() -> None:
+        try:
+            inputs.load(path)
+        except SnapshotError as exc:
+            said.append(str(exc))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(10)
+    assert len(said) == 1 and "reading it took longer than" in said[0]

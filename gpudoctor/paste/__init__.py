@@ -48,12 +48,18 @@ def summary(found: Found) -> dict[str, Any]:
     }
 
 
+# The command whose output gives a paste each source's facts.
+OUTPUTS = {
+    "nvml": "nvidia-smi",
+    "torch": "python -m torch.utils.collect_env",
+    "kernel_log": "sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'",
+}
 # What would give the facts a paste lacks, per source: said in the skip of every check that needs them.
 WOULD_GIVE = {
-    "nvml": "run `nvidia-smi -q -x` on the node and judge that, or add `nvidia-smi`'s output",
-    "torch": "add the output of `python -m torch.utils.collect_env`",
+    "nvml": f"run `nvidia-smi -q -x` on the node and judge that, or add `{OUTPUTS['nvml']}`'s output",
+    "torch": f"add the output of `{OUTPUTS['torch']}`",
     "system": "run `gpudoctor check` on the node itself",
-    "kernel_log": "add `sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'`",
+    "kernel_log": f"add `{OUTPUTS['kernel_log']}`",
     "nvcc": "add `nvcc --version`",
 }
 

@@ -12,17 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.model import Remediation, Result, Status, worst
+from gpudoctor.paste import OUTPUTS, READERS
 from gpudoctor.paste.cures import cure
 from gpudoctor.paste.signatures import Signature, table
 
 CONFLICTS_CHECK = "paste.conflicts"
 UNREAD_CHECK = "paste.read"
-# What to paste instead of text gpudoctor reads nothing in: the outputs that give each check its facts.
-INSTEAD = (
-    "nvidia-smi",
-    "python -m torch.utils.collect_env",
-    "sudo dmesg -T | grep -E 'NVRM|Xid|nvidia'",
-)
 
 
 def signatures_of(check_id: str, facts: dict[str, Any]) -> list[tuple[Signature, dict[str, Any], int]]:
@@ -144,12 +139,9 @@ def conflict_results(facts: dict[str, Any]) -> list[Result]:
 def unread_results(facts: dict[str, Any]) -> list[Result]:
     """Where a paste held nothing gpudoctor reads: a warning that nothing was judged, what was looked for, and
     what to paste instead (run on the machine the question is about)."""
-    from gpudoctor import paste
-
-    read = facts.get("paste") or {}
-    if "paste" not in facts or read.get("kinds"):
+    if "paste" not in facts or facts["paste"].get("kinds"):
         return []
-    looked_for = ", ".join(name for name in paste.READERS if name != "error")
+    looked_for = ", ".join(name for name in READERS if name != "error")
     return [
         Result(
             Status.WARN,
@@ -160,7 +152,7 @@ def unread_results(facts: dict[str, Any]) -> list[Result]:
                 f"gpudoctor looked for the outputs of {looked_for}, and for the {len(table())} error messages it "
                 "knows (gpudoctor/data/signatures; `gpudoctor list` names the checks). Paste the whole error with "
                 "its traceback, or these outputs from the machine in question; best, run `gpudoctor check` there.",
-                list(INSTEAD),
+                list(OUTPUTS.values()),
             ),
         )
     ]

@@ -4,10 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,7 @@ from gpudoctor.facts.snapshot import (
     validate,
 )
 from gpudoctor.files import decode, parse_json, read_input
+from gpudoctor.workloads import guard
 
 
 def load(path: Path | str) -> dict[str, Any]:
@@ -66,42 +63,18 @@ READ_SECONDS = 10.0
 READ_SECONDS_PER_MB = 1.0
 
 
-class _OutOfTime(BaseException):  # not an Exception: no reader's `except Exception` may swallow it
-    pass
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise _OutOfTime in the block once `seconds` have passed (a real-time timer: the main thread only, where
-    Python runs signal handlers; elsewhere, or without SIGALRM, the block runs unbounded)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: object) -> None:
-        raise _OutOfTime
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def read_budget(size: int) -> float:
     """Seconds a paste of `size` bytes may take to read."""
     return READ_SECONDS + READ_SECONDS_PER_MB * size / 2**20
 
 
 def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
-    """pasted_text within its time budget, else one line saying so."""
+    """pasted_text within its time budget (guard.call: from any thread, the reading left running past it), else
+    one line saying so."""
     budget = read_budget(len(data))
     try:
-        with deadline(budget):
-            return pasted_text(path, data, first)
-    except _OutOfTime:
+        return guard.call(lambda: pasted_text(path, data, first), budget, f"reading {path}")
+    except guard.TimedOut:
         raise SnapshotError(
             f"{path}: reading it took longer than {budget:.0f} s ({READ_SECONDS:.0f} s and {READ_SECONDS_PER_MB:.0f} s "
             "per MB; gpudoctor reads a log at about 0.5 s per MB): judge the part about the GPUs, not the whole file"
