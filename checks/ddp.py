@@ -1,4 +1,5 @@
-"""The reference training run: a torchvision CNN trained with DistributedDataParallel on every GPU.
+"""The reference training run: a ResNet trained with DistributedDataParallel on every GPU (torchvision's where it
+imports, else gpudoctor's own of the same shape: checks/ranks/cnn.py).
 
 It proves this machine trains, and checks that it trains correctly: the loss falls on a learnable
 synthetic task, parameters end identical on every rank, the first step's averaged gradient equals a
@@ -28,7 +29,7 @@ from gpudoctor.api import (
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
-from gpudoctor.judging.ddp import LOCAL_STEPS, SETTINGS, judge, resolve
+from gpudoctor.judging.ddp import LOCAL_STEPS, SETTINGS, judge, needs_torchvision, resolve
 
 
 def alone(measured: expect.Measured, p: dict[str, Any], device: str, settings: dict[str, Any]) -> list[Result]:
@@ -125,6 +126,8 @@ def ddp_train(ctx: CheckContext) -> list[Result]:
     scaling."""
     capabilities = [tuple(g["compute_capability"]) for g in ctx.used_gpus if g.get("compute_capability")]
     p = resolve(ctx.settings, ctx.device, capabilities, ctx.work_factor)
+    if blocked := needs_torchvision(p["model"], ctx.torch):
+        return [blocked]
     if ctx.settings["scaling"] and ctx.world_size > 1:
         p["local_steps"] = LOCAL_STEPS
     ranks = ctx.launch("gpudoctor.checks.ranks.ddp:worker", p)

@@ -406,7 +406,12 @@ def judge_torchvision(torch: dict[str, Any]) -> Result:
         lambda: [compat.same_build_command(torch, wanted)],
     )
     if not info.get("installed"):
-        return Result(Status.FAIL, "torchvision is not installed", remediation=cure)
+        return Result(
+            Status.SKIP,
+            "torchvision is not installed: optional (ddp.train trains gpudoctor's own ResNet); the command installs "
+            "the one built for this torch",
+            remediation=cure,
+        )
     problem = _torchvision_problem(torch, info, wanted)
     if problem:
         return Result(Status.FAIL, problem, remediation=cure)

@@ -1,4 +1,4 @@
-"""On every rank of ddp.train (and cluster.ddp): the reference training run, a torchvision CNN trained with
+"""On every rank of ddp.train (and cluster.ddp): the reference training run, a ResNet (checks/ranks/cnn.py) trained with
 DistributedDataParallel on synthetic batches made on the device, its correctness figures gathered.
 
 Runs on its own under torchrun too:  torchrun --nproc-per-node=8 -m gpudoctor.checks.ranks.ddp --steps 60
@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torchvision
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from gpudoctor.api import RankContext, init_rank, measure
+from gpudoctor.checks.ranks import cnn
 from gpudoctor.judging.ddp import DEFAULTS, SETTINGS, judge, resolve
 
 CLASSES = 10
@@ -44,7 +44,7 @@ def _memory_format(device: Any) -> Any:
 
 def build_model(p: dict[str, Any], device: Any) -> Any:
     torch.manual_seed(SEED)
-    model = torchvision.models.get_model(p["model"], weights=None, num_classes=CLASSES)
+    model, p["model_from"] = cnn.build(p["model"], CLASSES)
     return model.to(device, memory_format=_memory_format(device))
 
 
@@ -197,6 +197,7 @@ def worker(ctx: RankContext) -> dict[str, Any]:
         "batch_size": p["batch_size"],
         "loss_scale": scaler.get_scale() if scaler else None,
         "local_step_s": local,
+        "model_from": p["model_from"],
     }
 
 

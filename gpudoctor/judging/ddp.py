@@ -6,9 +6,19 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from gpudoctor.judging import expect
+from gpudoctor.judging import compat, expect
+from gpudoctor.judging.commands import fix
 from gpudoctor.model import Metric, Remediation, Result, Status
 
+# The models gpudoctor builds itself where torchvision does not import (checks/ranks/cnn.py), torchvision's shapes:
+# blocks per stage, "basic" two 3x3 convolutions, "bottleneck" 1x1, 3x3, 1x1 with four times the width out.
+RESNETS = {
+    "resnet18": ("basic", (2, 2, 2, 2)),
+    "resnet34": ("basic", (3, 4, 6, 3)),
+    "resnet50": ("bottleneck", (3, 4, 6, 3)),
+    "resnet101": ("bottleneck", (3, 4, 23, 3)),
+    "resnet152": ("bottleneck", (3, 8, 36, 3)),
+}
 DEFAULTS = {
     "cuda": {"model": "resnet50", "batch_size": 128, "image_size": 224, "precision": "bf16", "steps": 60},
     "cpu": {"model": "resnet18", "batch_size": 8, "image_size": 64, "precision": "fp32", "steps": 12},
@@ -52,8 +62,9 @@ def resolve(
 
 def describe(p: dict[str, Any], device: str) -> str:
     precision = {"bf16": "bf16 autocast", "fp16": "fp16 autocast with loss scaling", "fp32": "fp32"}[p["precision"]]
+    own = " (gpudoctor's own: torchvision does not import here)" if p.get("model_from") == "gpudoctor" else ""
     return (
-        f"{p['model']}, batch {p['batch_size']}/{'GPU' if device == 'cuda' else 'rank'}, {p['image_size']} px, "
+        f"{p['model']}{own}, batch {p['batch_size']}/{'GPU' if device == 'cuda' else 'rank'}, {p['image_size']} px, "
         f"{precision}, {p['steps']} steps"
     )
 
@@ -84,7 +95,7 @@ def judge(
                 ),
             )
         ]
-    run = describe(p, device)
+    run = describe({**p, "model_from": ranks[0].get("model_from")}, device)
     tolerance = settings.get("grad_tolerance") or GRAD_TOLERANCE.get((device, p["precision"]), 6e-2)
     return [
         _loss(ranks[0]["losses"], settings["min_loss_drop"], run, ranks[0].get("loss_scale")),
@@ -274,3 +285,21 @@ NO_REFERENCE = "; no published figure matches this run: judged against a saved b
 UNSTABLE_SPREAD = 0.25  # a step-time interquartile range above this fraction of the median is not judged
 MIN_SETTLED = 8  # timed steps after the warm-up a throughput is judged on: fewer (a run a --budget shortened) is not
 LOCAL_STEPS = 4  # steps a rank runs alone (no synchronisation), after the warm-up and again at the end
+
+
+def needs_torchvision(model: str, torch: dict[str, Any]) -> Result | None:
+    """A configured model gpudoctor does not build itself, where torchvision does not import: the one command that
+    installs the torchvision paired with this torch (keeping torch as it is); None where the run can go ahead."""
+    vision = torch.get("torchvision") or {}
+    if model in RESNETS or (vision.get("installed") and vision.get("ops_ok")):
+        return None
+    wanted = compat.paired_torchvision(str(torch.get("version", "")))
+    why = "not installed" if not vision.get("installed") else "does not load against this torch"
+    return Result(
+        Status.SKIP,
+        f"{model} needs torchvision, which is {why}; gpudoctor builds only {', '.join(RESNETS)} itself",
+        remediation=fix(
+            f"Install the torchvision built for torch {torch.get('version')}, or train one of {', '.join(RESNETS)}.",
+            lambda: [compat.same_build_command(torch, wanted)],
+        ),
+    )
