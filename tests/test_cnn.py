@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torchvision
-from gpudoctor.checks.ranks import cnn
 
+from gpudoctor.checks.ranks import cnn
 from gpudoctor.judging.ddp import RESNETS
 
 
