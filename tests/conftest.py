@@ -83,16 +83,37 @@ def cpu_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+# The gpudoctor under test is the one installed in this environment (in CI the wheel, as users install it:
+# docs/TESTING.md): no child a test starts in the checkout may import the source tree in its place (Python 3.11+).
+os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def installed_package() -> Path:
+    import gpudoctor
+
+    return Path(gpudoctor.__file__).parent
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"gpudoctor under test: {installed_package()}"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile gpudoctor's modules once, before the workers start: the suite starts gpudoctor in a few thousand
-    processes, and where PYTHONDONTWRITEBYTECODE is set (this project's CI image sets it) each would compile
-    every module it imports again (an editable install leaves no bytecode)."""
+    """In CI, refuse to test the checkout's source instead of the installed wheel (an editable install hides a
+    module missing from the package). Then compile the package once, before the workers start: the suite starts
+    gpudoctor in a few thousand processes, and where PYTHONDONTWRITEBYTECODE is set (this project's CI image
+    sets it) each would compile every module it imports again."""
     if hasattr(config, "workerinput"):
         return
+    package = installed_package()
+    if os.environ.get("CI") and package.is_relative_to(Path(__file__).parent.parent):
+        pytest.exit(f"CI tests the installed wheel, not the checkout's source ({package}): see docs/TESTING.md", 4)
     import compileall
 
-    for folder in ("gpudoctor", "checks"):
-        compileall.compile_dir(str(Path(__file__).parent.parent / folder), quiet=1)
+    folders = {package, Path(__file__).parent.parent / "checks"}  # the second: an editable install's checks
+    for folder in folders:
+        if folder.is_dir():
+            compileall.compile_dir(str(folder), quiet=1)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
