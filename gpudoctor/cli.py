@@ -16,6 +16,7 @@ from gpudoctor import __version__
 from gpudoctor.errors import InputError
 from gpudoctor.report import formats
 from gpudoctor.report.exits import EXIT_BROKEN, EXIT_INTERRUPTED, EXIT_USAGE
+from gpudoctor.text import one_line
 
 if TYPE_CHECKING:
     from gpudoctor import engine, probe
@@ -228,6 +229,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def _unjudged(argv: list[str], said: str, code: int) -> int:
     """One line on stderr; where the asked-for format answers for an unjudged run (Nagios: UNKNOWN), its line
     on the report's stream too, and its exit code."""
+    said = one_line(said)  # the gate: a file name or an option's value may hold any character
     print(f"gpudoctor: {said}", file=sys.stderr)
     fmt = formats.FORMATS.get(_requested_format(argv) or "")
     if fmt is None or fmt.unjudged is None:
@@ -380,11 +382,8 @@ def _report_own_part(args: argparse.Namespace, plan: engine.Plan, report: engine
     env = plan.cluster
     assert env is not None
     verdict = next(r for r in report.results if r.check_id == VERDICT_CHECK)
-    print(
-        f"gpudoctor: {env.node} (rank {env.rank} of {env.world_size}): {report.document['status']}, "
-        f"exit {report.exit_code}; {verdict.summary}",
-        file=sys.stderr,
-    )
+    said = f"{env.node} (rank {env.rank} of {env.world_size}): {report.document['status']}, exit {report.exit_code}"
+    print(f"gpudoctor: {one_line(said)}; {verdict.summary}", file=sys.stderr)
     _write_files(args, report.document)
     return report.exit_code
 
@@ -408,9 +407,9 @@ def _write_files(args: argparse.Namespace, document: dict[str, Any]) -> None:
             continue
         _write(Path(path), fmt.render(document))
         if not quiet:
-            print(f"gpudoctor: wrote {fmt.what} to {path}", file=sys.stderr)
+            print(f"gpudoctor: wrote {fmt.what} to {one_line(str(path))}", file=sys.stderr)
         for warning in fmt.hook(fmt.after_write)(path) if fmt.after_write else ():
-            print(f"gpudoctor: warning: {warning}", file=sys.stderr)
+            print(f"gpudoctor: warning: {one_line(warning)}", file=sys.stderr)
 
 
 def _write(path: Path, text: str) -> None:

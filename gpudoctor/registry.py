@@ -22,7 +22,7 @@ from typing import Any
 
 from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
-from gpudoctor.vetting import harmless
+from gpudoctor.text import harmless
 from gpudoctor.workloads import guard
 
 LEVELS = ("quick", "standard", "full")

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gpudoctor.model import Cause, Metric, Remediation, Result, Row, Status
+from gpudoctor.text import harmless
 
 SHOWN = 60  # characters of a wrong answer quoted in the error row
 SCALARS = (str, int, float)
@@ -80,27 +81,6 @@ def _cut(text: str) -> str:
     return harmless(text)
 
 
-# Control characters a terminal obeys (ESC starts erase-line, cursor-up, hidden text; C1's CSI too) become
-# visible escapes; a line break and a tab stay. So do the characters that reorder or hide text without being
-# seen (Unicode's bidirectional controls, which can show a command backwards, "Trojan Source", CVE-2021-42574;
-# zero-width characters, which hide inside a word; the line and paragraph separators), and a lone surrogate.
-INVISIBLE = (
-    *range(0x200B, 0x2010),  # zero-width space, non-joiner, joiner; left-to-right and right-to-left marks
-    *range(0x2028, 0x202F),  # line and paragraph separators; bidirectional embeddings and overrides
-    *range(0x2060, 0x2070),  # word joiner, invisible operators; bidirectional isolates
-    0x061C,  # Arabic letter mark
-    0xFEFF,  # zero-width no-break space (a byte order mark inside text)
-)
-CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
-CONTROLS |= {c: f"\\u{c:04x}" for c in (*INVISIBLE, *range(0xD800, 0xE000))}
-
-
-def harmless(text: str) -> str:
-    """`text` with every control character a terminal would obey, and every character that reorders or hides text
-    unseen, written as a visible escape."""
-    return text.translate(CONTROLS)
-
-
 def harmless_strings(value: Any) -> Any:
     """Every string in a JSON value (keys too) made harmless, without recursion."""
     if isinstance(value, str):
@@ -145,6 +125,12 @@ def _result(item: Any, where: str = "") -> Result:
     for n, row in enumerate(item.rows[:MAX_ROWS], 1):
         _row(row, f"{where}row {n}: ")
     return _bounded(item)
+
+
+def gated(results: list[Result], causes: list[Cause]) -> tuple[list[Result], list[Cause]]:
+    """A run's final results and causes, every text in them through the gate (`harmless`) and cut, whatever
+    added it after the check returned (a paste's evidence, the diagnosis): what every report renders."""
+    return [_result(r) for r in results], [vetted_cause(c) for c in causes]
 
 
 def vetted_cause(cause: Any) -> Cause:

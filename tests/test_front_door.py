@@ -19,13 +19,13 @@ HELP = {
     "gpudoctor.report",
     "gpudoctor.report.exits",
     "gpudoctor.report.formats",
+    "gpudoctor.text",  # the gate every error line passes (stdlib only)
 }
 # `list` also reads every check's declaration: the registry, the check modules with the pure judges they name,
 # and the console it prints through.
 LIST = HELP | {
     "gpudoctor.api",
     "gpudoctor.registry",
-    "gpudoctor.vetting",
     "gpudoctor.workloads",
     "gpudoctor.workloads.guard",
     "gpudoctor.facts",

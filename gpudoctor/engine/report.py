@@ -60,11 +60,12 @@ def report(
     from gpudoctor.diagnosis import Evidence, diagnose
     from gpudoctor.report import document as doc
     from gpudoctor.report.exits import exit_code
+    from gpudoctor.vetting import gated
 
     stamp = meta(plan, started)
     live = plan.source.startswith("live")
     evidence = Evidence(results, plan.facts, observations or [], nodes.summaries if nodes else [], live)
-    causes = diagnose(evidence)
+    results, causes = gated(results, diagnose(evidence))
     if nodes is None:
         code = exit_code(results, plan.strict, interrupted, causes)
         return Report(results, doc.build(results, stamp, code, interrupted, causes))
@@ -79,6 +80,7 @@ def meta(plan: Plan, started: Started) -> dict[str, Any]:
     which facts."""
     return {
         "host": host(plan.facts),
+        **({"node": plan.node} if plan.node else {}),
         "started_at": started.at,
         "duration_s": round(time.monotonic() - started.monotonic + plan.facts.get("gather_s", 0.0), 3),
         "level": plan.options.level,
