@@ -16,12 +16,14 @@ from gpudoctor.api import (
     Result,
     Row,
     Status,
+    Unsafe,
     Work,
     check,
     compare,
     expect,
     from_rows,
     references,
+    word,
 )
 
 if TYPE_CHECKING:
@@ -35,11 +37,11 @@ PRIOR_SIGMA = 0.1  # a benchmark's spread from run to run on one node, where too
 ONE_SHOT_RATE = 0.002
 PAIR_SIZES = {"cuda": 256 * 2**20, "cpu": 4 * 2**20}  # the message of each node pair's all-reduce
 ACROSS_WORKER = "gpudoctor.checks.ranks.cluster:across_worker"
-DRAIN = Remediation(
+DRAIN_WHY = (
     "Take the failed nodes out of the scheduler until they are fixed; gpudoctor tags the reason so a later "
-    "clean run can resume exactly these.",
-    ['scontrol update NodeName=<NODE> State=DRAIN Reason="gpudoctor: <CHECK>"'],
+    "clean run can resume exactly these."
 )
+DRAIN_COMMAND = 'scontrol update NodeName={nodes} State=DRAIN Reason="gpudoctor: node checks"'  # nodes: words
 
 
 def fractions_of(settings: dict[str, Any]) -> compare.Fractions:
@@ -63,10 +65,21 @@ def judge_nodes(nodes: list[dict[str, Any]]) -> Result:
     result = from_rows(rows, f"all {len(rows)} nodes passed their own checks")
     bad = [r.node for r in rows if r.status.is_failure]
     if bad:
-        result.remediation = Remediation(
-            DRAIN.why, [c.replace("<NODE>", ",".join(bad)).replace("<CHECK>", "node checks") for c in DRAIN.commands]
-        )
+        result.remediation = drain_fix(bad)
     return result
+
+
+def drain_fix(bad: list[str]) -> Remediation:
+    """Drain the failed nodes: the command holds only names a node can have (a word of kind `node`, never ALL);
+    any other name in the roster ("rank 1", a node that never said who it is) is said in the why, not drained."""
+    names, refused = [], []
+    for name in bad:
+        try:
+            names.append(word(name, "node"))
+        except Unsafe:
+            refused.append(repr(name))
+    why = DRAIN_WHY + (f" Not in the command, being no node's name: {', '.join(refused)}." if refused else "")
+    return Remediation(why, [DRAIN_COMMAND.format(nodes=",".join(names))] if names else [])
 
 
 def judge_figure(

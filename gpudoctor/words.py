@@ -18,7 +18,8 @@ KINDS = {
     # (net/core/dev.c dev_valid_name); kept to the characters names are made of, never one that reads as an option.
     "interface": re.compile(r"(?!\.{1,2}$)[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}"),
     "variable": re.compile(r"[A-Z_][A-Z0-9_]{0,63}"),  # an environment variable's name
-    "node": re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})"),  # a host name as Slurm lists it
+    # A host name as Slurm lists it; never ALL, which scontrol and sinfo read as every node (scontrol(1)).
+    "node": re.compile(r"(?!(?i:all)\Z)[A-Za-z0-9][A-Za-z0-9._-]{0,252}"),
     "word": re.compile(r"[A-Za-z0-9_.:@%+,/=-]{1,200}"),  # a path, a package, a library name
 }
 

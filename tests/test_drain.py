@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import jsonschema
 import pytest
 from helpers.common import gpudoctor
 
+from gpudoctor.checks import cluster as checks
 from gpudoctor.model import Metric, Result, Row, Status
 from gpudoctor.report import document as doc
 
@@ -119,7 +121,10 @@ def test_a_file_that_is_not_a_cluster_report_is_a_usage_error(tmp_path: Path, te
     path.write_text(text)
     proc = gpudoctor("drain", str(path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "drain reads rank 0's cluster report (its --json)" in proc.stderr
+    assert (
+        proc.stderr.count("\n") == 1
+        and "drain reads rank 0's cluster report, or a one-node run's report" in proc.stderr
+    )
     assert gpudoctor("drain", str(tmp_path / "missing.json")).returncode == 2
 
 
@@ -209,3 +214,99 @@ def test_ten_thousand_nodes_are_asked_about_in_pieces_and_all_drained(tmp_path: 
     drained = [c.split()[1].removeprefix("NodeName=").split(",") for c in calls.read_text().splitlines()]
     assert sorted(n for call in drained for n in call) == names, "every node, in calls of one reason each"
     assert all(len(",".join(call)) < 128 * 1024 for call in drained)
+
+
+# --- a one-node job: no cluster part, the node the report names -------------------------------------------
+FAILING = Result(Status.FAIL, "GPU 3 fell off the bus", check_id="health.gpus", title="GPUs answer")
+
+
+def node_report(tmp_path: Path, passed: bool = False, interrupted: bool = False, **meta: Any) -> Path:
+    """A one-node run's report (what `srun -N1 gpudoctor check --json` prints): health.gpus failing, or
+    nothing wrong; `meta` replaces the run's account (node, source)."""
+    results = [Result(Status.PASS, "8 GPUs", check_id="health.gpus", title="GPUs answer") if passed else FAILING]
+    stamp = {"host": "gpu-7.cluster.example", "node": "gpu-7", "started_at": "2026-11-28T10:00:00+00:00"}
+    stamp |= {"duration_s": 1.0, "level": "standard", "source": "live", **meta}
+    document = doc.build(results, {k: v for k, v in stamp.items() if v is not None}, 0 if passed else 1, interrupted)
+    jsonschema.validate(document, doc.schema())
+    path = tmp_path / "gpu-7.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_one_node_report_drains_the_node_it_names(tmp_path: Path) -> None:
+    """`sbatch --nodes=1`: world size 1 is no cluster run, and its report has no cluster part; a failed node is
+    drained all the same, by the name the report carries (Slurm's, not the host's long name)."""
+    env, calls = slurm_stand_ins(tmp_path, "gpu-7|allocated|none\\n")
+    proc = gpudoctor("drain", str(node_report(tmp_path)), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert calls.read_text().splitlines() == ["update NodeName=gpu-7 State=DRAIN Reason=gpudoctor: health.gpus"]
+    assert "drain gpu-7 (gpudoctor: health.gpus)" in proc.stdout
+
+
+@pytest.mark.parametrize(("reason", "resumed"), [("gpudoctor: health.gpus", True), ("admin: fan replaced", False)])
+def test_a_passing_one_node_report_resumes_only_gpudoctors_drain(tmp_path: Path, reason: str, resumed: bool) -> None:
+    env, calls = slurm_stand_ins(tmp_path, f"gpu-7|drained|{reason}\\n")
+    proc = gpudoctor("drain", str(node_report(tmp_path, passed=True)), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (calls.read_text().splitlines() if calls.exists() else []) == (
+        ["update NodeName=gpu-7 State=RESUME"] if resumed else []
+    )
+
+
+@pytest.mark.parametrize(
+    ("meta", "said"),
+    [
+        ({"node": None}, "names no node"),
+        ({"source": "snapshot:gpu-7.json"}, "not a live run"),
+        ({"interrupted": True}, "interrupted run"),
+    ],
+    ids=["no-node", "snapshot", "interrupted"],
+)
+def test_a_one_node_report_without_a_live_node_drains_nothing(tmp_path: Path, meta: dict, said: str) -> None:
+    """A report judged from a file (`check --from`) is no verdict about the node it was read on, one that names
+    no node (an older gpudoctor's, or a host name Slurm could not have) has nothing to drain, and an interrupted
+    run (a job cancelled) judged too little to drain or resume."""
+    env, calls = slurm_stand_ins(tmp_path, "gpu-7|idle|none\\n")
+    proc = gpudoctor("drain", str(node_report(tmp_path, **meta)), env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and said in proc.stderr, proc.stderr
+    assert not calls.exists()
+
+
+@pytest.mark.parametrize("variable", ["SLURMD_NODENAME", "SLURM_NODENAME"])
+def test_node_in_a_report_path_is_the_nodes_name_in_a_one_node_run(tmp_path: Path, variable: str) -> None:
+    """`-o "$dir/{node}.json"` outside cluster mode (a world of one) wrote a file named `{node}.json`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    proc = gpudoctor(
+        "check", "--only", "system.shm", "--json", "-o", f"{tmp_path}/{{node}}.json", env={**clean, variable: "gpu-7"}
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu-7.json"]
+    assert json.loads((tmp_path / "gpu-7.json").read_text())["node"] == "gpu-7"
+
+
+def test_node_outside_slurm_is_the_hosts_short_name_and_a_bad_name_is_one_line(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    proc = gpudoctor("check", "--only", "system.shm", "-o", f"{tmp_path}/{{node}}.json", env=clean)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [f"{socket.gethostname().split('.')[0]}.json"]
+    bad = gpudoctor(
+        "check", "--only", "system.shm", "-o", f"{tmp_path}/{{node}}.x", env={**clean, "SLURMD_NODENAME": "a,b"}
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "'a,b'" in bad.stderr, bad.stderr
+    assert not (tmp_path / "{node}.x").exists()
+
+
+def test_a_drain_command_names_only_nodes(tmp_path: Path) -> None:
+    """Two agents on one host name: rank 1's join was refused, so it is "rank 1" in the roster. The fix printed
+    `scontrol update NodeName=vm,rank 1 State=DRAIN ...`: no node is called "rank 1", and the space splits it."""
+    nodes = [
+        {"name": "vm", "status": "fail", "exit_code": 1, "failing": ["health.ecc"], "warning": []},
+        {"name": "rank 1", "lost": "joined as 'vm', which rank 0 already is", "exit_code": None, "status": "error"},
+        {"name": "ALL", "lost": "never joined within 20 s", "exit_code": None, "status": "error"},
+    ]
+    remedy = checks.judge_nodes(nodes).remediation
+    assert remedy.commands == ['scontrol update NodeName=vm State=DRAIN Reason="gpudoctor: node checks"']
+    assert "'rank 1'" in remedy.why and "'ALL'" in remedy.why
+    lost = checks.judge_nodes(nodes[1:]).remediation
+    assert lost.commands == [] and "'rank 1'" in lost.why

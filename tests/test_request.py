@@ -16,7 +16,7 @@ from gpudoctor.cluster import slurm
 from gpudoctor.cluster.credential import CredentialError
 from gpudoctor.cluster.env import ClusterEnv, ClusterEnvError
 from gpudoctor.engine import Request
-from gpudoctor.engine.planning import report_files
+from gpudoctor.engine.planning import report_files, this_node
 from gpudoctor.engine.runner import SelectionError
 from gpudoctor.facts.snapshot import SnapshotError
 from gpudoctor.report import document
@@ -108,7 +108,8 @@ def test_in_cluster_mode_each_node_writes_the_files_that_name_it_and_rank_0_all(
     request = Request(files=asked)
     assert report_files(request, _node(0)) == {"output": str(tmp_path / "node0.json"), "html": asked[1][1]}
     assert report_files(request, _node(1)) == {"output": str(tmp_path / "node1.json")}
-    assert report_files(request, None) == dict(asked)
+    one = {"output": str(tmp_path / f"{this_node(None)[0]}.json"), "html": asked[1][1]}
+    assert report_files(request, None) == one, "a world of one (sbatch --nodes=1) names its node too"
     assert request.files == asked
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gpudoctor.errors import InputError
 
 SLURM_PORT_BASE = 29500
-NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # a host name, as Slurm and DNS allow them
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")  # a host name, as Slurm and DNS allow them
 
 
 class ClusterEnvError(InputError):

@@ -1,25 +1,28 @@
-"""Act on a cluster report in Slurm: drain the nodes rank 0 named for draining, with a reason tagged
-"gpudoctor:", and resume the nodes gpudoctor drained before that now pass. A node drained (or down) for any
-other reason is never touched: its reason is an administrator's, and so is the decision to resume it.
+"""Act on a report in Slurm: drain the nodes rank 0 named for draining (or the one node a one-node run's
+report names, where it failed), with a reason tagged "gpudoctor:", and resume the nodes gpudoctor drained
+before that now pass. A node drained (or down) for any other reason is never touched: its reason is an
+administrator's, and so is the decision to resume it. Only exact node names (words.KINDS["node"]) reach sinfo
+and scontrol.
 
     gpudoctor drain cluster.json [--dry-run]
 
 Exit 0: every action taken (or none needed). 1: an action failed (draining needs Slurm's SlurmUser, root, or
-an operator or administrator account; a job's own user has none of them). 2: the report is not a cluster
-report.
+an operator or administrator account; a job's own user has none of them). 2: the report is not one to act on.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import socket
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.cluster.env import NODE_NAME
 from gpudoctor.errors import InputError
+from gpudoctor.words import KINDS
 
 TAG = "gpudoctor:"
 REASON_CHARS = 120
@@ -45,7 +48,8 @@ class NodeState:
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Rank 0's cluster report, read and checked as `gpudoctor report` reads one."""
+    """Rank 0's cluster report, or a one-node run's report as a cluster of one, read and checked as `gpudoctor
+    report` reads one."""
     from gpudoctor.report import document
 
     try:
@@ -53,11 +57,35 @@ def load_report(path: Path) -> dict[str, Any]:
     except document.ReportError as exc:
         raise ReportError(f"{exc}; {READS}") from None
     if report.get("cluster") is None:
-        raise ReportError(f"{path} is not a gpudoctor cluster report: it has no cluster part; {READS}")
+        report["cluster"] = one_node(report, path)
     return report
 
 
-READS = "drain reads rank 0's cluster report (its --json)"
+READS = "drain reads rank 0's cluster report, or a one-node run's report (their --json)"
+
+
+def one_node(report: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A one-node run's report (a world of one is no cluster run: no cluster part) as a cluster of one: the node
+    its `node` names, failed where the run failed. Only a whole live run on that node is a verdict about it."""
+    source = str(report.get("source"))
+    if not source.startswith("live"):
+        raise ReportError(f"{path} judged {shown(source)}, not a live run on a node: nothing to drain; {READS}")
+    if report.get("interrupted"):
+        raise ReportError(f"{path} is of an interrupted run: it judged too little to drain or resume a node")
+    name = report.get("node")
+    if not isinstance(name, str):
+        raise ReportError(f'{path} names no node (no "node": an older gpudoctor wrote it, or on a host whose name '
+                          f"is no node's); {READS}")  # fmt: skip
+    node = {"name": name, "lost": None, "checks": report["checks"], "causes": report.get("causes") or []}
+    return {"nodes": [node], "failed_nodes": [name] if report["exit_code"] else [], "findings": []}
+
+
+def local_node(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """This node's name as Slurm knows it, and why it is not one node's name ("" when it is): SLURMD_NODENAME
+    (slurmd sets it for a job's tasks, prologs and health checks), else SLURM_NODENAME, else the host's short
+    name (`hostname -s`), as the examples take it."""
+    name = environ.get("SLURMD_NODENAME") or environ.get("SLURM_NODENAME") or socket.gethostname().split(".")[0]
+    return name, refusal(name)
 
 
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
@@ -75,7 +103,7 @@ def refusal(name: Any) -> str:
     ranges (`gpu[002-512]`) and lists (`a,b`) to many nodes (scontrol(1))."""
     if isinstance(name, str) and name.upper() == "ALL":
         return "Slurm reads ALL as every node"
-    if not isinstance(name, str) or not NODE_NAME.match(name):
+    if not isinstance(name, str) or not KINDS["node"].fullmatch(name):
         return "not one node's name (Slurm would read [ ] , * or spaces as several nodes, or none)"
     return ""
 
@@ -169,13 +197,18 @@ def shown(text: Any, quote: bool = False) -> str:
     return f"'{printable(text)}'" if quote or printable(text) != text else text
 
 
+FAILING = ("fail", "error", "timeout")
+
+
 def why(node: dict[str, Any], report: dict[str, Any]) -> str:
-    """A short reason: lost, its own failing checks, or the cross-node results that name it."""
+    """A short reason: lost, the causes the diagnosis found on it and its own failing checks, or the cross-node
+    results that name it."""
     if node.get("lost"):
         return f"lost: {node['lost']}"
-    failing = [c["check_id"] for c in node["checks"] if c["status"] in ("fail", "error", "timeout")]
+    causes = [f"cause:{c['id']}" for c in node.get("causes") or [] if c.get("status") in FAILING]
+    failing = [c["check_id"] for c in node["checks"] if c["status"] in FAILING]
     named = [f["check_id"] for f in report["cluster"]["findings"] if node["name"] in (f["node"], f["peer"])]
-    return ", ".join(dict.fromkeys(failing + named)) or "see the cluster report"
+    return ", ".join(dict.fromkeys(causes + failing + named)) or "see the cluster report"
 
 
 def apply(actions: list[Action], dry_run: bool, say: Callable[[str], None], run: Runner = run_tool) -> int:

@@ -37,6 +37,7 @@ class Plan:
     cluster: ClusterEnv | None = None  # cluster mode: where this node stands
     cluster_settings: dict[str, Any] = field(default_factory=dict)  # the cluster run's waits
     files: dict[str, str] = field(default_factory=dict)  # the report files this node writes: option -> path
+    node: str | None = None  # the node a live run judged, by the name Slurm knows it by (a report's `node`)
 
 
 def plan(request: Request) -> Plan:
@@ -100,6 +101,7 @@ def _plan(request: Request, cfg: Config, early_torch: Any) -> Plan:
         cluster=env,
         cluster_settings=cluster_run_settings(cfg, discovery),
         files=files,
+        node=live_node(env, source),
     )
 
 
@@ -132,14 +134,32 @@ def _named(spec: CheckSpec, options: Options) -> bool:
     return any(p in (spec.id, spec.area) for p in options.only)
 
 
+def this_node(env: ClusterEnv | None) -> tuple[str, str]:
+    """This node's name, and why it is not one node's name ("" when it is): the cluster run's, else Slurm's
+    (a world of one, `sbatch --nodes=1`, is no cluster run but is still a node), else the host's short name."""
+    from gpudoctor.cluster.slurm import local_node
+
+    return (env.node, "") if env else local_node()
+
+
+def live_node(env: ClusterEnv | None, source: str) -> str | None:
+    """The node a live run judges, by its name (None where the facts come from a file, or the name is none)."""
+    node, refused = this_node(env)
+    return None if refused or not source.startswith("live") else node
+
+
 def report_files(request: Request, env: ClusterEnv | None) -> dict[str, str]:
-    """The report files this node writes, each found writable now rather than after the checks ran. In
-    cluster mode `{node}` in a path is this node's name: every node writes the files whose path names it,
-    rank 0 writes all of them."""
+    """The report files this node writes, each found writable now rather than after the checks ran. `{node}`
+    in a path is this node's name, whatever the world size; in cluster mode every node writes the files whose
+    path names it, rank 0 writes all of them."""
+    from gpudoctor.cluster.slurm import shown
     from gpudoctor.files import require_writable
 
     asked = dict(request.files)
-    resolved = {name: path.replace("{node}", env.node) if env else path for name, path in asked.items()}
+    node, refused = this_node(env)
+    if refused and any("{node}" in path for path in asked.values()):
+        raise InputError(f"{{node}} in a report's path: this node's name {shown(node, quote=True)}: {refused}")
+    resolved = {name: path.replace("{node}", node) for name, path in asked.items()}
     for path in resolved.values():
         require_writable(path)
     if env is None or env.leader:
