@@ -80,14 +80,15 @@ WHOLE_PASTE = ("script",)  # the values a {name|default} may take from the paste
 
 
 def _filled(values: dict[str, Any], name: str, default: str | None) -> str:
+    kind = "script" if name == "script" else "word"
     if default is not None:
         try:
-            return word(values[name], "word") if values.get(name) else default
+            return word(values[name], kind) if values.get(name) else default
         except Unsafe:
             return default
     if values.get(name) in (None, ""):
         raise Unsafe(f"the paste does not show the {name}")
-    return word(values[name], "word")
+    return word(values[name], kind)
 
 
 @functools.cache
