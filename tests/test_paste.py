@@ -254,6 +254,33 @@ def test_live_believes_only_what_this_machine_confirms(tmp_path: Path) -> None:
     assert "reboot" not in proc.stdout and "poweroff" not in proc.stdout
 
 
+SHM_UNLINKED = (
+    "node1:12:34 [0] misc/shmutils.cc:87 NCCL WARN Error: unlink shared memory /dev/shm/nccl-abc123 failed, error: "
+    "No such file or directory (2)\n"
+)
+
+
+def test_live_never_leads_with_a_paste_over_this_machines_own_verdict(tmp_path: Path) -> None:
+    """A pasted systemd-removed-shm line, on a machine whose own system.shm passes: the machine's verdict stands,
+    the paste's line is shown as the paste's and leads nothing (no logind.conf edit under "do this first"); offline,
+    the same paste still fails with its cure."""
+    paste = tmp_path / "shm.txt"
+    paste.write_text(SHM_UNLINKED)
+    config = tmp_path / "shm.toml"
+    config.write_text("[checks.system.shm]\nmin_gib = 0.001\n")
+    proc = gpudoctor("check", "--from", str(paste), "--live", "--config", str(config), "--json", timeout=120)
+    document = json.loads(proc.stdout)
+    assert proc.returncode == 0 and document["causes"] == [], proc.stdout
+    own, pasted = by_check(proc)["system.shm"]
+    assert own["status"] == "pass" and not own.get("quotes")
+    assert pasted["status"] == "pass" and pasted["summary"].startswith("the paste says ")
+    assert "system.shm passed on this machine" in pasted["summary"] and pasted["quotes"][0].startswith("line 1: ")
+    shown = gpudoctor("check", "--from", str(paste), "--live", "--config", str(config), timeout=120).stdout
+    assert "do this first" not in shown and "RemoveIPC" not in shown, shown
+    offline = by_check(gpudoctor("check", "--from", str(paste), "--json", timeout=120))["system.shm"]
+    assert [r["status"] for r in offline] == ["fail"] and "RemoveIPC" in json.dumps(offline)
+
+
 def test_live_runs_the_paste_s_workloads_only_at_their_level(tmp_path: Path) -> None:
     """A watchdog timeout points at the all-reduce workload, a standard-level check: at --level quick it is named
     and skipped with the level it needs, not run."""

@@ -51,7 +51,26 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bo
         lead.quotes += [quoted(s[1], s[2]) for s in sightings]
         lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
         return results
+    if live:
+        return results + [_not_here(check_id, judged, *s) for s in sightings]
     return results + [_verdict(*s, beside=judged, facts=facts) for s in sightings]
+
+
+def _said(judged: Status) -> str:
+    return "passed" if judged == Status.PASS else f"judged {judged.value}"
+
+
+def _not_here(check_id: str, judged: Status, signature: Signature, sighting: dict[str, Any], count: int) -> Result:
+    """A paste's claim this machine's own check judged otherwise (--live): the machine's verdict stands; the line is
+    the paste's, shown as such, and leads nothing."""
+    return Result(
+        Status.PASS,
+        f"the paste says {signature.headline} (line {sighting['line']}); {check_id} {_said(judged)} on this machine",
+        aspect=signature.id,
+        detail=f"{signature.cause} This machine's own check judged it sound: the line came from another machine, a "
+        "container or an earlier state.",
+        quotes=[quoted(sighting, count)],
+    )
 
 
 def _unconfirmed(check_id: str, why_not: str, signature: Signature, sighting: dict[str, Any], count: int) -> Result:
