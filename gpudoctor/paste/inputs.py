@@ -69,11 +69,11 @@ def read_budget(size: int) -> float:
 
 
 def pasted(path: Path | str, data: bytes, first: SnapshotError | None = None) -> dict[str, Any]:
-    """pasted_text within its time budget (guard.call: from any thread, the reading left running past it), else
-    one line saying so."""
+    """pasted_text within its time budget, read in a child process that is killed at the budget (a pattern running
+    in C holds the interpreter: no timer here could stop it), else one line saying so."""
     budget = read_budget(len(data))
     try:
-        return guard.call(lambda: pasted_text(path, data, first), budget, f"reading {path}")
+        return guard.in_child(lambda: pasted_text(path, data, first), budget, f"reading {path}")
     except guard.TimedOut:
         raise SnapshotError(
             f"{path}: reading it took longer than {budget:.0f} s ({READ_SECONDS:.0f} s and {READ_SECONDS_PER_MB:.0f} s "

@@ -11,7 +11,6 @@ Workload code reports what it is doing through `progress()`, so a timeout can sa
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import importlib
 import importlib.util
@@ -34,6 +33,7 @@ import psutil
 
 from gpudoctor.files import write_json_atomic
 from gpudoctor.model import Status
+from gpudoctor.workloads.guard import prctl
 
 WORKDIR_ENV = "GPUDOCTOR_WORKDIR"
 LIFELINE_ENV = "GPUDOCTOR_LIFELINE"  # the child's end of the pipe that closes when gpudoctor dies
@@ -246,16 +246,10 @@ def record_call(call: Callable[[], Any], result_path: Path) -> int:
     return 0
 
 
-def _prctl(option: int, value: int) -> None:
-    """Linux's prctl(2); elsewhere nothing (the lifeline still works)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
 def die_with_parent() -> None:
     """A process started by a gpudoctor child (a rank): killed by the kernel when its parent dies, and gone
     at once if the parent died before this ran."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.environ.get(PARENT_ENV, str(os.getppid())) != str(os.getppid()):
         os._exit(1)
 
@@ -263,7 +257,7 @@ def die_with_parent() -> None:
 def hold_lifeline() -> None:
     """In the isolated child: become the subreaper of everything below, and kill all of it (then itself)
     once gpudoctor's end of the lifeline closes."""
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     fd = int(os.environ.pop(LIFELINE_ENV, "-1"))
     if fd < 0:
         return
