@@ -4,18 +4,28 @@
 #
 # Slurm runs a prolog as root with no PATH and none of the job's GPU variables (SLURM_GPUS_ON_NODE is never
 # set here, whatever the job asked for): this script sets its own PATH and takes the GPU count from the
-# node's own configuration (Gres=gpu:N in slurm.conf), never from the job.
+# node's own configuration (Gres=gpu:N in slurm.conf), never from the job. It runs on every node of a job,
+# one node or many.
 #
 # Exit 0: the job starts. A failed check: the node is drained with a reason tagged "gpudoctor:" (so
 # slurm-healthcheck.sh resumes it once it passes), and the prolog fails, so Slurm requeues a batch job (held
-# unless SchedulerParameters=nohold_on_prolog_fail) and fails an srun job. gpudoctor missing or misused
-# never drains a node: the job starts and the problem goes to syslog (tag gpudoctor). A node an
-# administrator already drained is left with the administrator's reason.
+# unless SchedulerParameters=nohold_on_prolog_fail) and fails an srun job. gpudoctor missing or failing itself
+# (exit 2 or 3) never drains a node: the job starts unchecked, and monitoring is told, by a syslog line (tag
+# gpudoctor) and by gpudoctor_up{hook="prolog"} 0 in node_exporter's textfile folder (where that folder exists;
+# 1 again once gpudoctor runs). A node an administrator already drained is left with the administrator's reason.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+textfiles=${GPUDOCTOR_TEXTFILE_DIR:-/var/lib/node_exporter/textfile}
+up() { # up 0|1: whether gpudoctor could check this node, for node_exporter (a whole file, renamed into place)
+  [ -d "$textfiles" ] || return 0
+  printf '%s\n' "# HELP gpudoctor_up Whether gpudoctor ran in a Slurm hook (0: missing or failed, not checked)." \
+    '# TYPE gpudoctor_up gauge' "gpudoctor_up{hook=\"prolog\"} $1" >"$textfiles/.gpudoctor-prolog.$$" &&
+    mv -f "$textfiles/.gpudoctor-prolog.$$" "$textfiles/gpudoctor-prolog.prom"
+}
 # Where the README's node-wide install puts it (a venv in /opt/gpudoctor, installed from a checkout or a wheel).
 gpudoctor=${GPUDOCTOR:-/opt/gpudoctor/bin/gpudoctor}
 [ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) || {
   logger -t gpudoctor "prolog: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor): node not checked"
+  up 0
   exit 0
 }
 node=${SLURMD_NODENAME:-$(hostname -s)}
@@ -32,13 +42,17 @@ done
 line=$("$gpudoctor" check --only health driver system.shm ${gpus:+--expect-gpus "$gpus"} --format npd \
   -o "$reports/$node-${SLURM_JOB_ID:-manual}.json" 2>>"$reports/$node-prolog.log")
 rc=$?
+if [ "$rc" -gt 1 ]; then
+  logger -t gpudoctor "prolog on $node: gpudoctor exited $rc (see $reports/$node-prolog.log): node not checked"
+  up 0
+  exit 0
+fi
+up 1
 if [ "$rc" -eq 1 ]; then
   reason=$(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1)
   case $reason in
     "" | none | gpudoctor:*) scontrol update NodeName="$node" State=DRAIN Reason="gpudoctor: ${line:0:100}" ;;
   esac
   exit 1
-elif [ "$rc" -ne 0 ]; then
-  logger -t gpudoctor "prolog on $node: gpudoctor exited $rc (see $reports/$node-prolog.log): node not checked"
 fi
 exit 0

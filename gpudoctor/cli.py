@@ -94,9 +94,11 @@ def build_parser() -> Parser:
     _add_report_parser(sub)
     drain = sub.add_parser(
         "drain",
-        help="drain (Slurm) the nodes a cluster report names; resume those gpudoctor drained that now pass",
+        help="drain (Slurm) the nodes a report names; resume those gpudoctor drained that now pass",
     )
-    drain.add_argument("report", metavar="REPORT", help="rank 0's cluster report (--json or -o)")
+    drain.add_argument(
+        "report", metavar="REPORT", help="rank 0's cluster report, or a one-node run's report (--json or -o)"
+    )
     drain.add_argument("--dry-run", action="store_true", help="print the scontrol commands, run nothing")
     baseline = sub.add_parser("baseline", help="save this known-good node's measured figures")
     baseline_sub = baseline.add_subparsers(
@@ -434,7 +436,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
-    """Drain what rank 0 named, never a node an administrator holds; resume what gpudoctor drained."""
+    """Drain what rank 0 named (or a one-node run's failed node), never a node an administrator holds; resume
+    what gpudoctor drained."""
     from gpudoctor.cluster import slurm
 
     report = slurm.load_report(Path(args.report))

@@ -131,7 +131,8 @@ def node_states(names: list[str], run: Runner = run_tool) -> tuple[dict[str, Nod
     for piece in pieces([n for n in dict.fromkeys(names) if not refusal(n)]):
         proc = run(["sinfo", "-h", "-N", "-n", ",".join(piece), "-o", "%N|%T|%E"])
         if proc.returncode:
-            return {}, f"sinfo failed: {(proc.stderr or proc.stdout).strip() or f'exit {proc.returncode}'}"
+            said = (proc.stderr or proc.stdout).strip().splitlines()
+            return {}, f"sinfo failed: {shown(said[-1]) if said else f'exit {proc.returncode}'}"
         for line in proc.stdout.splitlines():
             name, _, rest = line.partition("|")
             state, _, reason = rest.partition("|")
