@@ -23,6 +23,7 @@ from gpudoctor.api import (
     word,
     worst,
 )
+from gpudoctor.judging import nogpu
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -73,8 +74,10 @@ INIT_FINDINGS = {
 def judge_nvml(
     nvml: dict[str, Any], system: dict[str, Any] | None = None, torch: dict[str, Any] | None = None
 ) -> Result:
-    """NVML initialised; when not, why, with the fix. A missing driver's fix installs one that runs the
-    installed torch (else the default torch build), with the packages of the node's distribution."""
+    """NVML initialised; when not, why, with the fix. Where the machine's own facts (the PCI bus, /dev/nvidia*,
+    the container) say which cause of "no GPU" holds, that cause and its own cure (gpudoctor.judging.nogpu); a
+    missing driver's fix installs one that runs the installed torch (else the default torch build), with the
+    packages of the node's distribution."""
     status = nvml.get("status")
     if status == "ok":
         cuda = cuda_version_text(nvml.get("cuda_driver_version"))
@@ -86,6 +89,18 @@ def judge_nvml(
             f"{said}, {plural(len(nvml['gpus']), 'GPU')}" if "gpus" in nvml else f"{said} (no GPU list here)",
             metrics=[Metric("driver_version", driver), Metric("cuda_driver_version", cuda)],
         )
+    system = system or {}
+    summary, remediation = _init_finding(nvml, system)
+    if "<INSTALL>" in remediation.commands:
+        remediation = _with_driver_install(remediation, system, torch or {})
+    return Result(Status.FAIL, summary, remediation=remediation)
+
+
+def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Remediation]:
+    status = nvml.get("status")
+    state = nogpu.classify(nvml, system)
+    if state is not None:
+        return nogpu.finding(state, status, system.get("env") or {})
     summary, remediation = INIT_FINDINGS.get(
         status,
         (
@@ -93,9 +108,17 @@ def judge_nvml(
             Remediation("NVML must initialise for any GPU to be used.", ["nvidia-smi", "sudo dmesg | grep -i nvrm"]),
         ),
     )
-    if "<INSTALL>" in remediation.commands:
-        remediation = _with_driver_install(remediation, system or {}, torch or {})
-    return Result(Status.FAIL, summary, remediation=remediation)
+    if status in nogpu.NO_DRIVER and not nogpu.captured(system):
+        why = f"{remediation.why} {UNCAPTURED_DEVICES}"
+        remediation = Remediation(why, remediation.commands, remediation.instead, remediation.source)
+    return summary, remediation
+
+
+# Said where the PCI bus and /dev were not read (a snapshot from before gpudoctor read them, a paste).
+UNCAPTURED_DEVICES = (
+    "Whether this machine has an NVIDIA GPU at all is not in this capture (`lspci -nn | grep -i nvidia` on it "
+    "says): without one, there is nothing to install."
+)
 
 
 def _with_driver_install(cure: Remediation, system: dict[str, Any], torch: dict[str, Any]) -> Remediation:
@@ -120,14 +143,7 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
         return Result(
             Status.FAIL,
             "the open-source nouveau driver is loaded; it claims the GPUs instead of NVIDIA's",
-            remediation=Remediation(
-                "Blacklist nouveau, rebuild the initramfs and reboot.",
-                [
-                    "echo -e 'blacklist nouveau\\noptions nouveau modeset=0' | "
-                    "sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
-                    "sudo update-initramfs -u && sudo reboot",
-                ],
-            ),
+            remediation=nogpu.NOUVEAU_CURE,
         )
     loaded = system.get("nvidia_module_version")
     library = nvml.get("driver_version")
@@ -437,7 +453,8 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
 
 @check("driver.nvml", "NVML loads and the driver answers", uses=("nvml", "system"))
 def nvml_loads(ctx: CheckContext) -> Result:
-    """NVML initialises; driver version and the CUDA version it supports."""
+    """NVML initialises; driver version and the CUDA version it supports; when not, which "no GPU" it is (no NVIDIA
+    device, a GPU with no driver bound, a container without its GPUs or their capabilities, no driver) and its cure."""
     return judge_nvml(ctx.nvml, ctx.system, ctx.torch)
 
 

@@ -226,7 +226,10 @@ def test_live_check_without_a_driver_runs_to_the_end() -> None:
     jsonschema.validate(document, schema())
     by_id = {c["check_id"]: c for c in document["checks"]}
     assert by_id["driver.nvml"]["status"] == "fail"
-    assert "libnvidia-ml.so.1" in by_id["driver.nvml"]["summary"]
+    # Where the PCI bus shows no NVIDIA GPU (CI's machines), the cause is that, not a missing library (issue 46;
+    # tests/test_no_gpu.py holds each cause of "no GPU").
+    summary = by_id["driver.nvml"]["summary"]
+    assert summary.startswith("no NVIDIA device on this machine") or "libnvidia-ml.so.1" in summary
     assert by_id["health.ecc"]["status"] == "skip"
     assert by_id["torch.import"]["status"] == "pass"
     assert by_id["torch.torchvision"]["status"] == "pass"

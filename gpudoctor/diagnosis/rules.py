@@ -6,6 +6,7 @@ process on a GPU. Each rule names what says its cause produces those symptoms (`
 from __future__ import annotations
 
 from gpudoctor.diagnosis import Evidence, Found, Unjudged, occupancy
+from gpudoctor.judging import nogpu
 from gpudoctor.judging.commands import fix, word
 from gpudoctor.judging.compat import cuda_error
 from gpudoctor.judging.visible import Visible, present, visible
@@ -25,7 +26,8 @@ DRIVER_SOURCE = (
 
 def driver_state(ev: Evidence) -> list[Found]:
     """The driver's library and kernel module of two releases, or no driver at all: CUDA cannot start, and every
-    finding that needed it follows."""
+    finding that needed it follows. Where the machine's facts say why there is no driver (no GPU on it, a GPU with
+    none bound, a container not given its GPUs or their capabilities), that cause, not a missing driver."""
     nvml, system = ev.section("nvml"), ev.section("system")
     module, library = system.get("nvidia_module_version"), nvml.get("driver_version")
     mismatch = nvml.get("status") == "version-mismatch" or (module and library and module != library)
@@ -33,10 +35,28 @@ def driver_state(ev: Evidence) -> list[Found]:
     if mismatch and owner is not None:
         said = f"kernel module {module}, library {library}" if module and library else "NVML reports it"
         return [_driver_found("driver-library-mismatch", f"driver/library version mismatch ({said})", owner)]
-    no_driver = nvml.get("status") in ("library-not-found", "driver-not-loaded") and not _container_without(ev)
-    if no_driver and (owner := _first(ev.failing("driver.nvml"))):
-        return [_driver_found("no-driver", owner.summary, owner)]
-    return []
+    owner = _first(ev.failing("driver.nvml"))
+    if owner is None or nvml.get("status") not in nogpu.NO_DRIVER:
+        return []
+    if state := nogpu.classify(nvml, system):
+        return [_no_gpu_found(state, owner)]
+    return [] if _container_without(ev) else [_driver_found("no-driver", owner.summary, owner)]
+
+
+def _no_gpu_found(state: nogpu.NoGpu, owner: Result) -> Found:
+    """One of the causes of "no GPU" (gpudoctor.judging.nogpu), with driver.nvml's summary and cure, which say it."""
+    return Found(
+        Cause(
+            state.case,
+            Status.FAIL,
+            owner.summary,
+            owner.remediation,
+            where=[g["address"] for g in state.gpus],
+            evidence=list(state.evidence),
+            source=nogpu.SOURCES[state.case],
+        ),
+        fold=("driver.nvml", "driver.kernel-module", "torch.cuda-driver", *CUDA_START),
+    )
 
 
 def driver_too_old(ev: Evidence) -> list[Found]:
@@ -207,13 +227,13 @@ def _hides_some(value: str, shown: tuple[int, ...], gpus: list[dict]) -> Found:
     )
 
 
-CONTAINER_NONE = ("void", "none", "")
-
-
 def _container_without(ev: Evidence) -> bool:
+    """A container whose NVIDIA_VISIBLE_DEVICES gives it no GPU, where the device facts do not say more (a capture
+    without them; NVML loaded but lists none)."""
     value = ev.env.get("NVIDIA_VISIBLE_DEVICES")
-    none = value is not None and value.strip().lower() in CONTAINER_NONE
-    return none and not ev.gpus and bool(ev.section("system").get("container"))
+    none = value is not None and value.strip().lower() in nogpu.CONTAINER_NONE
+    told = nogpu.classify(ev.section("nvml"), ev.section("system")) is not None
+    return none and not told and not ev.gpus and bool(ev.section("system").get("container"))
 
 
 def container_without_gpus(ev: Evidence) -> list[Found]:

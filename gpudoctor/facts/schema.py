@@ -7,6 +7,7 @@ capture does not hold it), never a guess. Enums and bitmasks are decoded to name
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from typing import Any, TypedDict, Union
@@ -137,6 +138,32 @@ class KernelLog(TypedDict, total=False):
     sxids: list[dict]  # pci, sxid, fatal, count, ...
 
 
+# What a PciFunction's fields and Devices' file names must be to be shown or judged (a snapshot is text somebody
+# else wrote): an address as the kernel names a function (domain:bus:device.function), an id as sysfs writes it, a
+# driver's module name.
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+HEX_ID = re.compile(r"0x[0-9a-f]{4,6}")
+DRIVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+DEVICE_FILE = re.compile(r"nvidia[A-Za-z0-9_-]{0,32}")  # a name in /dev: nvidiactl, nvidia0, nvidia-uvm
+
+
+class PciFunction(TypedDict, total=False):
+    address: str  # as sysfs names it: "0000:01:00.0"
+    device: str | None  # the device id: "0x2330"
+    class_code: str | None  # "0x030200": a 3D controller
+    driver: str | None  # the driver bound to it: "nvidia", "nouveau", "vfio-pci"; None: none bound
+
+
+class Devices(TypedDict, total=False):
+    """What the machine says about NVIDIA GPUs without NVIDIA's driver (facts/devices.py). A snapshot taken before
+    gpudoctor read them has no `devices`: not captured, never "no GPU"."""
+
+    pci_functions: int  # functions sysfs lists on the PCI bus (0: the bus is not readable here)
+    nvidia_gpus: list[PciFunction]  # NVIDIA's (vendor 0x10de) VGA, 3D and other display controllers
+    device_files: list[str]  # /dev/nvidia*: "nvidiactl", "nvidia0", "nvidia-uvm"
+    module_loaded: bool  # /proc/driver/nvidia/version or /sys/module/nvidia exists
+
+
 class SystemFacts(TypedDict, total=False):
     hostname: str
     kernel: str
@@ -152,6 +179,8 @@ class SystemFacts(TypedDict, total=False):
     container: str | None
     kernel_modules: list[str]
     nvidia_module_version: str | None
+    devices: Devices  # the PCI bus, /dev/nvidia* and the module; with `container` and env's NVIDIA_VISIBLE_DEVICES
+    # and NVIDIA_DRIVER_CAPABILITIES (NVIDIA Container Toolkit), what tells the causes of "no GPU" apart
     interfaces: list[str]
     interface_addresses: list[dict]  # name, family (4/6), address, up, virtual; in getifaddrs order
     infiniband: list[dict]

@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from gpudoctor.facts import devices
+
 ENV_PREFIXES = (
     "NCCL_",
     "GLOO_",
@@ -92,6 +94,7 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "container": _container(root),
         "kernel_modules": _modules(root),
         "nvidia_module_version": _nvidia_module_version(root),
+        "devices": devices.gather(root),
         "interfaces": sorted(psutil.net_if_addrs()),
         "interface_addresses": _interface_addresses(root),
         "infiniband": _infiniband(root),
