@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.api import Result, Work, check, expect
+from gpudoctor.api import Result, Work, check, expect, routes
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -48,7 +48,7 @@ def allreduce(ctx: CheckContext) -> Result:
         else expect.pick(
             baseline,
             expect.from_setting(ctx.settings["min_busbw_gbps"], "min_busbw_gbps"),
-            expect.allreduce_expectation(ctx.used_gpus, ctx.nvml.get("topology", {}), ctx.env),
+            routes.allreduce_expectation(ctx.used_gpus, ctx.nvml.get("topology", {}), ctx.env),
         )
     )
     nccl = {"nccl_version": (ctx.torch.get("nccl") or {}).get("version")}

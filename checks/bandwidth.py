@@ -15,6 +15,7 @@ from gpudoctor.api import (
     Status,
     Work,
     check,
+    copies,
     expect,
     gpu_row,
     pci_address,
@@ -29,13 +30,13 @@ def host_device_row(
     m: dict[str, Any], gpu: dict[str, Any], floor: float, baseline: dict[str, expect.Expectation | None]
 ) -> Row:
     """One GPU's pinned copies both ways against its host link (PCIe, or NVLink-C2C on a Grace part)."""
-    peak = expect.pcie_peak(gpu)
+    peak = copies.pcie_peak(gpu)
     judged = [
         expect.gpu_verdict(
             way,
             m[f"{way}_gbps"],
             "GB/s",
-            expect.pick(baseline.get("h2d"), expect.pcie_copy_expectation(gpu, way)),
+            expect.pick(baseline.get("h2d"), copies.pcie_copy_expectation(gpu, way)),
             floor,
             peak,
         )

@@ -19,10 +19,13 @@ from gpudoctor.api import (
     Status,
     aimed,
     check,
+    copies,
     expect,
     fix,
     gpu_model,
+    nics,
     references,
+    routes,
     word,
     worst,
 )
@@ -399,7 +402,7 @@ def one_node(
     """Within a node: the published figure for the model, GPU count and algorithm (Ring where NCCL chooses:
     every algorithm reaches it; NVLS, where the node has it, more: a figure at NVLS's level is judged as NVLS,
     one below it is told what NVLS would give). Without a published figure: its links' (by_links)."""
-    algo = expect.algorithm(run.get("env") or {})
+    algo = routes.algorithm(run.get("env") or {})
     where = f"{said} on {found['gpus']}x {found['model']}"
     stated = ("gpus", "algo")
     nvls = references.healthy(figure, found["model"], stated, gpus=found["gpus"], nodes=1, algo="nvls")
@@ -421,7 +424,7 @@ def by_links(
 ) -> Judged:
     """No published figure for the model and GPU count: the links between the GPUs set it. Where the file's
     `topo -m` shows as many GPUs as the run, the best ring over them: NVLink all the way (bridged pairs, a mesh)
-    at the GPU's NVLink (expect.nvlink_allreduce), else PCIe. Without it, a model with no NVLink (hardware.toml)
+    at the GPU's NVLink (routes.nvlink_allreduce), else PCIe. Without it, a model with no NVLink (hardware.toml)
     over its x16 link. PCIe goes through host memory unless P2P is known to work (a GeForce never has it): an
     estimate, and said so."""
     model, gpus = found["entry"], found["gpus"] or 0
@@ -441,10 +444,10 @@ def by_links(
     base = {"name": model["names"][0], "pcie": {"max_gen": model["pcie_gen"], "max_width": 16}}
     if ring:
         linked = [{**base, "index": i, "nvlinks": [{"active": True}] * ring} for i in range(gpus)]
-        expected = expect.nvlink_allreduce(linked, expect.algorithm(run.get("env") or {}))
+        expected = routes.nvlink_allreduce(linked, routes.algorithm(run.get("env") or {}))
         how = f"NVLink x{ring} per GPU all round the ring (topo -m)"
     else:
-        expected = expect.allreduce_expectation([{**base, "index": i} for i in range(gpus)], {})
+        expected = routes.allreduce_expectation([{**base, "index": i} for i in range(gpus)], {})
         how = f"PCIe Gen{model['pcie_gen']} x16 through host memory"
     if expected is None:
         return judged(Status.SKIP, f"{where}; unjudgeable: no figure for its links", [metric])
@@ -461,7 +464,7 @@ def ring_nvlinks(topology: dict[str, Any], gpus: int) -> int | None:
     def links(a: int, b: int) -> int:
         return int(matrix[a][b] or 0)
 
-    ring = expect.best_ring(gpus, links)
+    ring = routes.best_ring(gpus, links)
     return min(links(a, b) for a, b in zip(ring, [*ring[1:], ring[0]], strict=True))
 
 
@@ -507,15 +510,15 @@ def across_nodes(
 
 def nic_expectation(run: dict[str, Any], found: dict[str, Any], shown: dict[str, Any]) -> expect.Expectation | None:
     """The healthy figure over the NICs the file shows (ibstat or ibstatus, taken as every node's): those
-    NCCL's log names, else those NCCL would pick (expect.nccl_nics: active, NCCL_IB_HCA, one fabric and
+    NCCL's log names, else those NCCL would pick (nics.nccl_nics: active, NCCL_IB_HCA, one fabric and
     speed), at most one per GPU of a node (NCCL pairs each GPU with its nearest NIC)."""
-    ports = expect.named_ports(shown.get("ports") or [], shown.get("ib_devices") or [])
-    used, left = expect.nccl_nics(ports, set(), run.get("env") or {})
+    ports = nics.named_ports(shown.get("ports") or [], shown.get("ib_devices") or [])
+    used, left = nics.nccl_nics(ports, set(), run.get("env") or {})
     per_node = (found["gpus"] or 0) // (found["nodes"] or 1)
     if per_node and len(used) > per_node:
         left += [f"{p['device']}:{p['port']} beyond one NIC per GPU ({per_node} per node)" for p in used[per_node:]]
         used = used[:per_node]
-    return expect.network_expectation(used, left, "each node as this file's ibstat shows")
+    return nics.network_expectation(used, left, "each node as this file's ibstat shows")
 
 
 def over_network(busbw: float, metric: Metric, network: expect.Expectation, where: str) -> Judged:
@@ -658,7 +661,7 @@ def cell_expectation(kind: str, model: dict[str, Any]) -> expect.Expectation | N
         return None
     if kind in ("h2d", "d2h"):
         gpu = {"name": model["names"][0], "pcie": {"max_gen": model.get("pcie_gen"), "max_width": 16}}
-        return expect.pcie_copy_expectation(gpu, kind)
+        return copies.pcie_copy_expectation(gpu, kind)
     if kind == "hbm":
         return expect.model_expectation({"name": model["names"][0]}, "hbm_gbps")
     found = references.healthy("p2p_gbps", model["model"], ("link",), link="nvlink")

@@ -22,6 +22,7 @@ from gpudoctor.api import (
     compare,
     expect,
     from_rows,
+    nics,
     references,
     word,
 )
@@ -202,7 +203,7 @@ def skew(ctx: CheckContext) -> Result:
 def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation | None:
     """What an all-reduce across these nodes reaches when healthy: over the NVLink of one multi-node domain
     (an NVL72 rack) the published figure for the model; else the slowest node's NICs that NCCL uses (GPU-near,
-    one fabric, not storage or front-end: expect.nccl_nics), at the published figure per 400 Gb/s NIC."""
+    one fabric, not storage or front-end: nics.nccl_nics), at the published figure per 400 Gb/s NIC."""
     nets = [node.get("network") or {} for node in summaries]
     if not nets:
         return None
@@ -214,7 +215,7 @@ def network_expectation(summaries: list[dict[str, Any]]) -> expect.Expectation |
         for node, net in zip(summaries, nets, strict=True)
     ]
     _, name, net = min(per_node, key=lambda item: item[0])
-    return expect.network_expectation(net.get("nics", []), net.get("left_out") or [], name)
+    return nics.network_expectation(net.get("nics", []), net.get("left_out") or [], name)
 
 
 def nvlink_domain_expectation(nets: list[dict[str, Any]]) -> expect.Expectation | None:

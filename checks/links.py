@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Result, Work, check, compare, expect, references
+from gpudoctor.api import Result, Work, check, compare, nics, references
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -57,7 +57,7 @@ def absolute_reference(ctx: CheckContext) -> tuple[compare.Reference | None, flo
 
 
 def _fastest_port(node: dict[str, Any]) -> tuple[float, str] | None:
-    rates = [expect.port_gbits(p) for p in node.get("infiniband") or [] if "ACTIVE" in str(p.get("state", ""))]
+    rates = [nics.port_gbits(p) for p in node.get("infiniband") or [] if "ACTIVE" in str(p.get("state", ""))]
     return (max(rates), node["name"]) if rates else None
 
 

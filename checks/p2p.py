@@ -14,6 +14,7 @@ from gpudoctor.api import (
     Status,
     Work,
     check,
+    copies,
     expect,
     from_rows,
     gpu_for_cuda_index,
@@ -21,6 +22,7 @@ from gpudoctor.api import (
     gpu_model,
     gpu_row,
     is_geforce,
+    routes,
 )
 
 if TYPE_CHECKING:
@@ -46,9 +48,9 @@ def judge(
     for pair in pairs:
         a = gpu_for_cuda_index(pair["src"], devices, gpus)
         b = gpu_for_cuda_index(pair["dst"], devices, gpus)
-        nvml_ok = expect.p2p_status(topology, a.get("index"), b.get("index")) == 0
-        expected = expect.p2p_copy_expectation(a, b, pair["access"])
-        status, metric = expect.verdict("p2p_copy", pair["gbps"], "GB/s", expected, floor, expect.p2p_peak(a, b))
+        nvml_ok = routes.p2p_status(topology, a.get("index"), b.get("index")) == 0
+        expected = copies.p2p_copy_expectation(a, b, pair["access"])
+        status, metric = expect.verdict("p2p_copy", pair["gbps"], "GB/s", expected, floor, copies.p2p_peak(a, b))
         metric.labels = {"peer": b.get("index", pair["dst"])}
         latency = Metric("p2p_latency", round(pair["latency_us"], 2), "us", labels=metric.labels)
         target = gpu_label(b)
@@ -126,13 +128,13 @@ def judge_consumer_p2p(gpus: list[dict[str, Any]], topology: dict[str, Any], env
         (a, b)
         for i, a in enumerate(boards)
         for b in boards[i + 1 :]
-        if expect.p2p_status(topology, a.get("index"), b.get("index")) == 0
+        if routes.p2p_status(topology, a.get("index"), b.get("index")) == 0
     ]
     if not reported:
         return Result(
             Status.PASS, f"the driver reports no P2P between the {len(boards)} GeForce boards: NCCL avoids it"
         )
-    off = [f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}"] if expect.nccl_int(env.get("NCCL_P2P_DISABLE")) else []
+    off = [f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}"] if routes.nccl_int(env.get("NCCL_P2P_DISABLE")) else []
     off += [f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']}"] if env.get("NCCL_P2P_LEVEL", "").upper() in P2P_LEVEL_OFF else []
     pairs = ", ".join(f"{gpu_label(a)}-{gpu_label(b)}" for a, b in reported[:3])
     if off:

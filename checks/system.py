@@ -12,11 +12,11 @@ from gpudoctor.api import (
     Status,
     Unsafe,
     check,
-    expect,
     fix,
     from_rows,
     gpu_row,
     is_geforce,
+    routes,
     word,
 )
 
@@ -243,9 +243,9 @@ def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_no
     findings: list[tuple[Status, str, str]] = []
     for var, effect in DISABLING_VARS.items():
         value = env.get(var, "")
-        if expect.nccl_int(value) and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
+        if routes.nccl_int(value) and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
             findings.append((Status.WARN, f"{var}={value}: {effect}", f"unset {var}"))
-        elif value.strip() and not expect.NCCL_NUMBER.match(value):
+        elif value.strip() and not routes.NCCL_NUMBER.match(value):
             said = f"{var}={value[:40]!r} is no number: NCCL reads it as 0, so it changes nothing"
             findings.append((Status.WARN, said, f"export {var}=1  # or unset {var}"))
     interface = interface_finding(system, spans_nodes)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
     from gpudoctor.facts.nvml import usable
     from gpudoctor.facts.schema import FACT_NAMES, GpuFacts, not_captured
-    from gpudoctor.judging import compare, compat, expect, references, visible
+    from gpudoctor.judging import compare, compat, copies, expect, nics, references, routes, visible
     from gpudoctor.judging.commands import Unsafe, fix, word
     from gpudoctor.judging.hardware import cuda_version_text, gpu_model, is_geforce, load_data
     from gpudoctor.model import (
@@ -74,6 +74,9 @@ PROVIDERS = {
     "compare": "gpudoctor.judging.compare",
     "compat": "gpudoctor.judging.compat",
     "expect": "gpudoctor.judging.expect",
+    "routes": "gpudoctor.judging.routes",
+    "copies": "gpudoctor.judging.copies",
+    "nics": "gpudoctor.judging.nics",
     "references": "gpudoctor.judging.references",
     "visible": "gpudoctor.judging.visible",
     "cuda_version_text": "gpudoctor.judging.hardware",
@@ -105,7 +108,7 @@ PROVIDERS = {
     "RankContext": "gpudoctor.workloads.launch",
     "init_rank": "gpudoctor.workloads.launch",
 }
-MODULES = {"compare", "compat", "expect", "references", "visible", "measure"}
+MODULES = {"compare", "compat", "copies", "expect", "nics", "references", "routes", "visible", "measure"}
 
 __all__ = [
     "FACT_NAMES",
@@ -125,6 +128,7 @@ __all__ = [
     "check",
     "compare",
     "compat",
+    "copies",
     "cuda_version_text",
     "expect",
     "fix",
@@ -137,11 +141,13 @@ __all__ = [
     "is_geforce",
     "load_data",
     "measure",
+    "nics",
     "not_captured",
     "pci_address",
     "places",
     "progress",
     "references",
+    "routes",
     "same_pci",
     "usable",
     "visible",

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from gpudoctor.checks.ranks.allreduce import rank_factor
 from helpers.common import gpudoctor, load_snapshot, usable_gpus
 
-from gpudoctor.judging import allreduce, expect, references
+from gpudoctor.checks.ranks.allreduce import rank_factor
+from gpudoctor.judging import allreduce, expect, references, routes
 from gpudoctor.workloads.launch import Fault, RankReport, judge_ranks, launch
 
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
@@ -262,7 +262,7 @@ def topology_case(name: str, p2p_ok: bool | None = None) -> tuple[list[dict], di
 )
 def test_expectation_follows_the_topology(fixture: str, p2p, env: dict, expected: float, source: str) -> None:
     gpus, topology = topology_case(fixture, p2p)
-    exp = expect.allreduce_expectation(gpus, topology, env)
+    exp = routes.allreduce_expectation(gpus, topology, env)
     assert exp.value == pytest.approx(expected)
     assert exp.source.startswith(source)
 
@@ -272,8 +272,8 @@ def test_nvlink_bridge_pair_uses_its_links() -> None:
     pair = copy.deepcopy(gpus[:2])
     for gpu in pair:
         gpu["nvlinks"] = gpu["nvlinks"][:4]
-    exp = expect.allreduce_expectation(pair, topology)
-    ring = references.theory_ratio("allreduce_busbw", expect._nvlink_theory, algo="ring", nodes=1)[0]
+    exp = routes.allreduce_expectation(pair, topology)
+    ring = references.theory_ratio("allreduce_busbw", routes.nvlink_theory, algo="ring", nodes=1)[0]
     assert exp.value == pytest.approx(100 * ring) and exp.source.startswith("NVLink 100 GB/s per GPU")
 
 
@@ -282,7 +282,7 @@ def test_nvswitch_node_judged_against_the_published_ring_figure(busbw: float, st
     """8x H100 SXM: Ring's 370 GB/s (NCCL's maintainer) is healthy, NVLS's ~470 more so; 0.85 of 370 passes,
     down to 0.75 of it warns, below fails."""
     gpus, topology = topology_case("h100-sxm-8x")
-    result = allreduce.judge(measured(busbw), 8, "cuda", expect.allreduce_expectation(gpus, topology), 0.75, {})
+    result = allreduce.judge(measured(busbw), 8, "cuda", routes.allreduce_expectation(gpus, topology), 0.75, {})
     assert result.status.value == status
     if status == "fail":
         assert result.summary == "8 ranks (NCCL), busbw 200 GB/s: 54 % of a healthy 8x H100 SXM (370) at 1024 MiB"

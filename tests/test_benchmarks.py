@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from gpudoctor.checks import benchmarks
 from helpers.common import BENCH, PASTES, gpudoctor, judge
 
 from gpudoctor import paste
+from gpudoctor.checks import benchmarks
 from gpudoctor.judging import references
 from gpudoctor.model import Status
 from gpudoctor.paste import nccl_tests

@@ -14,10 +14,10 @@ from typing import Any
 import psutil
 import pytest
 from fixtures.nodes import lose_gpu, node
-from gpudoctor.checks import compute, driver, torch_build
 from helpers.common import FIXTURES, load_snapshot, usable_gpus
 from helpers.occupancy import occupancy_calls, readings, replay, watched, with_occupancy
 
+from gpudoctor.checks import compute, driver, torch_build
 from gpudoctor.context import Observer, out_of_memory
 from gpudoctor.diagnosis import Evidence, diagnose, occupancy
 from gpudoctor.facts.nvml import Gateway

@@ -8,9 +8,9 @@ import re
 
 import jsonschema
 import pytest
-from gpudoctor.checks import cluster as checks
 from helpers.common import gpudoctor
 
+from gpudoctor.checks import cluster as checks
 from gpudoctor.cluster.context import own_part
 from gpudoctor.cluster.env import ClusterEnvError, detect, expand_hostlist
 from gpudoctor.cluster.node import judged_figures, software, verdict_result, verdicts

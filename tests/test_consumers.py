@@ -336,10 +336,10 @@ def test_without_cap_syslog_the_xid_scan_says_it_cannot_read_them() -> None:
     the kernel log is read as the probe reads it, then judged."""
     import sys
 
-    from gpudoctor.checks.health import judge_xid
     from helpers.common import load_snapshot, usable_gpus
 
     from gpudoctor.api import Status
+    from gpudoctor.checks.health import judge_xid
 
     if Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() != "1" or not shutil.which("setpriv"):
         pytest.skip("needs kernel.dmesg_restrict=1 and setpriv to drop CAP_SYSLOG")

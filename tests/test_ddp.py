@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
-from gpudoctor.checks import ddp
-from gpudoctor.checks.ranks import ddp as ddp_ranks
 from helpers.common import gpudoctor
 
+from gpudoctor.checks import ddp
+from gpudoctor.checks.ranks import ddp as ddp_ranks
 from gpudoctor.judging import ddp as ddp_judging
 from gpudoctor.model import Status
 from gpudoctor.workloads.launch import Fault, free_port, launch

@@ -9,11 +9,11 @@ import re
 
 import pytest
 from fixtures.nodes import driver, node
-from gpudoctor.checks import compute, health, torch_build
 from helpers.common import judge, load_snapshot, usable_gpus
 
+from gpudoctor.checks import compute, health, torch_build
 from gpudoctor.facts.system import parse_events
-from gpudoctor.judging import compat, ddp, expect, references
+from gpudoctor.judging import compat, copies, ddp, expect, references, routes
 from gpudoctor.judging.hardware import gpu_model
 
 H100 = load_snapshot("h100-sxm-8x")
@@ -252,24 +252,24 @@ def test_bridged_pairs_bind_a_four_gpu_ring_to_pcie() -> None:
     """4x H100 NVL as two bridged pairs: a ring over four GPUs crosses PCIe between the pairs, so the
     expectation is PCIe's (here without P2P between the pairs), not 12 NVLinks'."""
     snap = load_snapshot("h100-nvl-4x")
-    exp = expect.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
+    exp = routes.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
     assert exp.value == pytest.approx(63.0 * 0.40)
     assert (
         exp.source.startswith("PCIe Gen5 x16 (63 GB/s), P2P unsupported by NVML: SHM")
         and "slowest ring hop" in exp.source
     )
     pair = usable_gpus(snap)[:2]
-    ring = references.theory_ratio("allreduce_busbw", expect._nvlink_theory, algo="ring", nodes=1)[0]
-    assert expect.allreduce_expectation(pair, snap["nvml"]["topology"]).value == pytest.approx(12 * 25 * ring)
-    copy_01 = expect.p2p_copy_expectation(pair[0], pair[1], True)
+    ring = references.theory_ratio("allreduce_busbw", routes.nvlink_theory, algo="ring", nodes=1)[0]
+    assert routes.allreduce_expectation(pair, snap["nvml"]["topology"]).value == pytest.approx(12 * 25 * ring)
+    copy_01 = copies.p2p_copy_expectation(pair[0], pair[1], True)
     assert copy_01.source.startswith("NVLink x12 bridged (300 GB/s)")
-    assert expect.p2p_copy_expectation(usable_gpus(snap)[0], usable_gpus(snap)[2], False).source.startswith("PCIe Gen5")
+    assert copies.p2p_copy_expectation(usable_gpus(snap)[0], usable_gpus(snap)[2], False).source.startswith("PCIe Gen5")
 
 
 def test_ga102_nvlink_runs_at_its_own_link_rate() -> None:
     snap = load_snapshot("a6000-2x")
-    exp = expect.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
-    ring = references.theory_ratio("allreduce_busbw", expect._nvlink_theory, algo="ring", nodes=1)[0]
+    exp = routes.allreduce_expectation(usable_gpus(snap), snap["nvml"]["topology"])
+    ring = references.theory_ratio("allreduce_busbw", routes.nvlink_theory, algo="ring", nodes=1)[0]
     assert exp.value == pytest.approx(4 * 14.0625 * ring)
     assert exp.source.startswith("NVLink 56.25 GB/s per GPU")
 

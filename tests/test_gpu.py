@@ -7,9 +7,9 @@ import os
 
 import pytest
 import torch
-from gpudoctor.checks.ranks import bandwidth, compute, memtest, p2p
 from helpers.common import gpudoctor
 
+from gpudoctor.checks.ranks import bandwidth, compute, memtest, p2p
 from gpudoctor.judging import expect
 from gpudoctor.judging.gemm import TOLERANCE
 from gpudoctor.workloads.launch import Fault, launch

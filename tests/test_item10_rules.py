@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudoctor.checks import p2p, system, torch_build
-
 from gpudoctor.facts import system as system_facts
 
 NCCL = {"distributed": True, "nccl_backend": True, "gloo_backend": True}

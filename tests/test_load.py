@@ -7,8 +7,8 @@ import time
 
 import pytest
 from fixtures.nodes import node
-from gpudoctor.checks import load
 
+from gpudoctor.checks import load
 from gpudoctor.facts.fake import ReplayNvml
 from gpudoctor.facts.identity import with_gpus
 from gpudoctor.facts.nvml import Gateway, Sampler

@@ -14,7 +14,7 @@ from fixtures.nodes import H100, node
 from helpers.common import ROOT, load_snapshot
 
 from gpudoctor.facts.snapshot import upgrade
-from gpudoctor.judging import expect, references
+from gpudoctor.judging import copies, expect, references, routes
 from gpudoctor.judging.hardware import gpu_model
 
 PACKAGE = ROOT / "gpudoctor"
@@ -41,9 +41,9 @@ def test_nvlink_version_is_read_as_nvml_code_not_generation() -> None:
     facts = node(calls=rename(8, "NVIDIA H100 Future", [0x9999_10DE, 0]))
     gpus = facts["nvml"]["gpus"]
     assert {link["version"] for link in gpus[0]["nvlinks"]} == {4}
-    expected = expect.allreduce_expectation(gpus, facts["nvml"]["topology"])
+    expected = routes.allreduce_expectation(gpus, facts["nvml"]["topology"])
     assert expected is not None and expected.source.startswith("NVLink 450 GB/s per GPU x the median"), expected
-    copy = expect.p2p_copy_expectation(gpus[0], gpus[1], True)
+    copy = copies.p2p_copy_expectation(gpus[0], gpus[1], True)
     assert copy is not None and copy.source.startswith("NVLink x18"), copy
 
 
@@ -127,8 +127,8 @@ def test_allreduce_expectation_follows_the_gpus_torch_uses() -> None:
     NVLink bridge, not the PCIe hop between the pairs that all four would cross."""
     facts = node("h100-nvl-4x", **visible_only([0, 1], "0,1"))
     _, ctx = live_context(facts, "allreduce.bandwidth")
-    used = expect.allreduce_expectation(ctx.used_gpus, facts["nvml"]["topology"])
-    every = expect.allreduce_expectation(ctx.gpus, facts["nvml"]["topology"])
+    used = routes.allreduce_expectation(ctx.used_gpus, facts["nvml"]["topology"])
+    every = routes.allreduce_expectation(ctx.gpus, facts["nvml"]["topology"])
     assert used is not None and used.source.startswith("NVLink"), used
     assert every is not None and every.source.startswith("PCIe"), every
     assert [g["index"] for g in ctx.used_gpus] == [0, 1]
@@ -223,8 +223,9 @@ def test_torch_facts_on_a_mig_node_count_the_slice_cuda_gives(monkeypatch) -> No
 
 def test_workloads_loop_over_the_devices_cuda_gives(monkeypatch) -> None:
     """The memory test on a MIG node tests the one slice, never cuda:1..7 (which do not exist)."""
-    from gpudoctor.checks.ranks import memtest
     from helpers.cudastub import mig_node
+
+    from gpudoctor.checks.ranks import memtest
 
     cuda = mig_node()
     cuda.install(monkeypatch)
@@ -307,7 +308,7 @@ def test_host_copies_run_from_the_gpus_numa_node() -> None:
 
 def ring(base: str, env: dict[str, str], calls=None):
     facts = node(base, calls=calls)
-    return expect.allreduce_expectation(facts["nvml"]["gpus"], facts["nvml"]["topology"], env)
+    return routes.allreduce_expectation(facts["nvml"]["gpus"], facts["nvml"]["topology"], env)
 
 
 def test_nccl_p2p_disable_means_host_memory_not_nvlink() -> None:
@@ -326,11 +327,11 @@ def test_nccl_p2p_level_is_judged_against_the_pcie_path() -> None:
     staged through host memory at NCCL_P2P_LEVEL=PIX (or 2)."""
     a, b = node("l40s-pcie-4x")["nvml"]["gpus"][:2]
     topology = node("l40s-pcie-4x")["nvml"]["topology"]
-    assert expect.nccl_route(a, b, topology, {}).said == "P2P on (path PXB, NCCL's default level PXB)"
+    assert routes.nccl_route(a, b, topology, {}).said == "P2P on (path PXB, NCCL's default level PXB)"
     for level in ("PIX", "2"):
-        route = expect.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": level})
+        route = routes.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": level})
         assert route.kind == "SHM" and route.said.startswith("path PXB beyond NCCL_P2P_LEVEL="), route
-    assert expect.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": "SYS"}).p2p
+    assert routes.nccl_route(a, b, topology, {"NCCL_P2P_LEVEL": "SYS"}).p2p
 
 
 def test_an_unanswered_p2p_status_is_off_in_both_checks() -> None:
@@ -341,7 +342,7 @@ def test_an_unanswered_p2p_status_is_off_in_both_checks() -> None:
     unanswered = {f"nvmlDeviceGetP2PStatus(gpu{a},gpu{b},0)": NA for a in range(4) for b in range(4) if a != b}
     facts = node("l40s-pcie-4x", calls=unanswered)
     a, b = facts["nvml"]["gpus"][:2]
-    route = expect.nccl_route(a, b, facts["nvml"]["topology"], {})
+    route = routes.nccl_route(a, b, facts["nvml"]["topology"], {})
     assert route.kind == "SHM" and route.said.startswith("P2P status unknown")
 
 

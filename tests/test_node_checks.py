@@ -456,7 +456,6 @@ def test_healthy_nvlink_node_passes_everything_that_applies(fixture: str) -> Non
 )
 def test_fabric_health_mask_is_decoded(mask, summary, problems) -> None:
     from gpudoctor.checks.driver import fabric_health_problems
-
     from gpudoctor.facts.nvml import decode_fabric_health
 
     health = decode_fabric_health(mask, summary)
@@ -591,7 +590,6 @@ def test_kernel_log_unreadable_for_a_non_root_user(tmp_path, monkeypatch) -> Non
     from pathlib import Path
 
     from gpudoctor.checks.health import judge_xid
-
     from gpudoctor.facts.system import read_kernel_log
 
     setpriv, dmesg, journalctl = shutil.which("setpriv"), shutil.which("dmesg"), shutil.which("journalctl")
@@ -618,7 +616,6 @@ def test_journal_is_read_where_dmesg_is_restricted(tmp_path, monkeypatch) -> Non
     import os
 
     from gpudoctor.checks.health import judge_xid
-
     from gpudoctor.facts.system import read_kernel_log
 
     tools = {

@@ -1,6 +1,6 @@
 """`ibstat` and `ibstatus` pasted into `check --from` (gpudoctor/paste/ibstat.py): real published outputs
 (tests/fixtures/pastes/ibstat, sources in SOURCES.md) read into `system.infiniband` as the live node reads
-sysfs, and the NICs NCCL would use picked from them as on a live node (expect.nccl_nics)."""
+sysfs, and the NICs NCCL would use picked from them as on a live node (nics.nccl_nics)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from helpers.common import PASTES
 
 from gpudoctor import paste
-from gpudoctor.judging import expect
+from gpudoctor.judging import nics
 
 IBSTAT = PASTES / "ibstat"
 
@@ -70,8 +70,8 @@ def test_every_port_is_read_as_sysfs_gives_it_and_nccls_nics_are_picked(name: st
     states, (count, gbits) = EXPECTED[name]
     assert Counter((p["state"], p["rate"], p["link_layer"]) for p in ports) == states
     assert all(set(p) == {"device", "port", "state", "rate", "link_layer", "numa_node"} for p in ports)
-    used, left = expect.nccl_nics(ports, set(), {})
-    assert [expect.port_gbits(p) for p in used] == [gbits] * count, left
+    used, left = nics.nccl_nics(ports, set(), {})
+    assert [nics.port_gbits(p) for p in used] == [gbits] * count, left
     assert len(used) + len(left) == len(ports)
 
 

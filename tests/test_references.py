@@ -5,10 +5,10 @@ would use between nodes."""
 from __future__ import annotations
 
 import pytest
-from gpudoctor.checks import cluster
 
+from gpudoctor.checks import cluster
 from gpudoctor.cluster.node import network
-from gpudoctor.judging import expect, references
+from gpudoctor.judging import copies, expect, nics, references, routes
 from gpudoctor.judging.hardware import gpu_model, hardware
 from gpudoctor.model import Status
 
@@ -70,10 +70,10 @@ def test_the_published_figure_is_chosen_by_conditions_then_kind_then_median() ->
 
 def test_nccl_ib_hca_is_read_as_nccl_reads_it() -> None:
     port = {"device": "mlx5_10", "port": 1}
-    assert expect.hca_selected(port, None) and expect.hca_selected(port, "mlx5")
-    assert not expect.hca_selected(port, "=mlx5_1") and expect.hca_selected(port, "=mlx5_10")
-    assert not expect.hca_selected(port, "^mlx5_1") and expect.hca_selected(port, "^mlx5_2")
-    assert expect.hca_selected(port, "mlx5_10:1") and not expect.hca_selected(port, "mlx5_10:2")
+    assert nics.hca_selected(port, None) and nics.hca_selected(port, "mlx5")
+    assert not nics.hca_selected(port, "=mlx5_1") and nics.hca_selected(port, "=mlx5_10")
+    assert not nics.hca_selected(port, "^mlx5_1") and nics.hca_selected(port, "^mlx5_2")
+    assert nics.hca_selected(port, "mlx5_10:1") and not nics.hca_selected(port, "mlx5_10:2")
 
 
 def dgx_ports() -> list[dict]:
@@ -115,11 +115,11 @@ def dgx_ports() -> list[dict]:
 
 
 def test_only_the_nics_nccl_uses_count_between_nodes() -> None:
-    used, left = expect.nccl_nics(dgx_ports(), {0, 1}, {})
+    used, left = nics.nccl_nics(dgx_ports(), {0, 1}, {})
     assert [p["device"] for p in used] == [f"mlx5_{i}" for i in range(8)]
     assert any("mlx5_8:1 Ethernet beside InfiniBand" in why for why in left)
     assert any("mlx5_10:1 not active" in why for why in left)
-    used, left = expect.nccl_nics(dgx_ports(), {0, 1}, {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"})
+    used, left = nics.nccl_nics(dgx_ports(), {0, 1}, {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"})
     assert [p["device"] for p in used] == ["mlx5_0", "mlx5_1"]
 
 
@@ -171,7 +171,7 @@ def mesh(name: str, count: int, links_per_peer: int, version: int) -> list[dict]
 def test_a_direct_nvlink_mesh_expects_every_link_not_one_hop() -> None:
     """The audit: HGX-4 A100 passed at 58.5 GB/s (one ring hop's four links) against ~230 healthy. NCCL's rings
     use all twelve links of each GPU."""
-    expected = expect.allreduce_expectation(mesh("NVIDIA A100-SXM4-80GB", 4, 4, 3), {})
+    expected = routes.allreduce_expectation(mesh("NVIDIA A100-SXM4-80GB", 4, 4, 3), {})
     assert expected.value > 200 and expected.source.startswith("NVLink 300 GB/s per GPU")
     assert expect.verdict("busbw", 58.5, "GB/s", expected, 0.75)[0] == Status.FAIL
 
@@ -182,9 +182,9 @@ def test_grace_host_copies_are_judged_over_c2c_not_pcie() -> None:
     from gpudoctor.checks import bandwidth
 
     gb200 = {"index": 0, "name": "NVIDIA GB200", "pcie": {"max_gen": 5, "max_width": 16}}
-    expected = expect.pcie_copy_expectation(gb200)
+    expected = copies.pcie_copy_expectation(gb200)
     assert (expected.value > 200 and "NVLink-C2C" in expected.source) or "c2c" in expected.source
-    assert expect.pcie_peak(gb200).source == "GB200 NVLink-C2C"
+    assert copies.pcie_peak(gb200).source == "GB200 NVLink-C2C"
     healthy = {"cuda_index": 0, "h2d_gbps": 360.0, "d2h_gbps": 290.0, "verified": True}
     assert bandwidth.host_device_row(healthy, gb200, 0.75, {}).status == Status.PASS
     third = {**healthy, "h2d_gbps": 120.0, "d2h_gbps": 100.0}

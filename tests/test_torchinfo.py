@@ -38,8 +38,9 @@ def test_one_failing_device_is_that_device_s_error_not_a_broken_torch() -> None:
 
 
 def test_a_failing_device_fails_cuda_available_naming_it() -> None:
-    from gpudoctor.checks.torch_build import judge_arch, judge_cuda_available
     from helpers.common import load_snapshot
+
+    from gpudoctor.checks.torch_build import judge_arch, judge_cuda_available
 
     snap = load_snapshot("h100-sxm-8x")
     torch = {**snap["torch"], **torchinfo._cuda(fake_torch({2}))}

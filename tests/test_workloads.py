@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gpudoctor.checks import bandwidth, compute, memtest, p2p
-from gpudoctor.checks.ranks import compute as compute_ranks
 from helpers.common import load_snapshot, usable_gpus
 
+from gpudoctor.checks import bandwidth, compute, memtest, p2p
+from gpudoctor.checks.ranks import compute as compute_ranks
 from gpudoctor.facts.identity import with_gpus
-from gpudoctor.judging import expect, references
+from gpudoctor.judging import copies, expect, references
 from gpudoctor.workloads.launch import Fault, launch
 from gpudoctor.workloads.measure import checksum, summary, time_repeats
 
@@ -116,7 +116,7 @@ def test_host_device_judged_against_the_pcie_link() -> None:
     result = bandwidth.judge(bandwidth.HOST_DEVICE, on("l40s-pcie-4x", rows), 0.75, {})
     assert [r.status.value for r in result.rows] == ["pass", "fail", "fail"]
     h2d = result.rows[1].metrics[0]
-    ratio = references.theory_ratio("h2d_gbps", expect._pcie_theory)
+    ratio = references.theory_ratio("h2d_gbps", copies._pcie_theory)
     assert h2d.reference == pytest.approx(31.5 * ratio[0], abs=1e-3) and h2d.expected == round(h2d.reference * 0.85, 4)
     assert result.rows[1].summary.startswith(f"h2d 11 GB/s: 43 % of a healthy PCIe Gen4 x16 link ({h2d.reference:.4g})")
     assert "PCIe Gen4 x16 (31.5 GB/s) x the median of" in h2d.reference_source
@@ -125,8 +125,8 @@ def test_host_device_judged_against_the_pcie_link() -> None:
 
 def test_host_device_on_an_idle_downshifted_link_uses_its_capability() -> None:
     """The RTX 2080 SUPER capture idles at Gen1; expectation comes from its Gen3 capability."""
-    ratio = references.theory_ratio("h2d_gbps", expect._pcie_theory)[0]
-    assert expect.pcie_copy_expectation(RTX[0]).value == pytest.approx(15.75 * ratio)
+    ratio = references.theory_ratio("h2d_gbps", copies._pcie_theory)[0]
+    assert copies.pcie_copy_expectation(RTX[0]).value == pytest.approx(15.75 * ratio)
 
 
 def test_device_memory_against_the_spec_sheet() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.cluster.env import ClusterEnv
-from gpudoctor.judging import expect
+from gpudoctor.judging import nics
 from gpudoctor.judging.hardware import gpu_model
 from gpudoctor.model import Result, Status
 
@@ -42,7 +42,7 @@ def network(facts: dict[str, Any]) -> dict[str, Any]:
     nvml, system = facts.get("nvml") or {}, facts.get("system") or {}
     gpus = nvml.get("gpus") or []
     numa = {n for n in (system.get("gpu_numa_nodes") or {}).values() if isinstance(n, int)}
-    used, left = expect.nccl_nics(system.get("infiniband") or [], numa, system.get("env") or {})
+    used, left = nics.nccl_nics(system.get("infiniband") or [], numa, system.get("env") or {})
     fabrics = [g.get("fabric") or {} for g in gpus]
     domains = {f"{f.get('cluster_uuid')}/{f.get('clique_id')}" if f.get("cluster_uuid") else None for f in fabrics}
     return {

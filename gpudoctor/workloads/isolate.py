@@ -58,9 +58,10 @@ class Outcome:
 
 
 # `python -m` puts the current directory first on sys.path, so a gpudoctor source tree (or any `gpudoctor/` folder)
-# there would shadow the installed package in every child. The children start with it taken off instead.
+# there would shadow the installed package in every child. The children start with it taken off instead (`-c` puts
+# it there as ''), unless Python's safe-path mode (PYTHONSAFEPATH, -P) left it off: then sys.path[0] is PYTHONPATH's.
 _RUN_MODULE = (
-    "import runpy, sys; del sys.path[0]; sys.argv[:] = sys.argv[1:]; "
+    "import runpy, sys; sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]; sys.argv[:] = sys.argv[1:]; "
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
 )
 
