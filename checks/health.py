@@ -1,11 +1,11 @@
 """GPU health counters per GPU: ECC, retired pages, row remapping, throttling, temperature, power, PCIe, NVLink, Xid.
 
 Thresholds follow DCGM and the cloud health checks (Azure aznhc, Meta gcm) and are configurable.
+Xids are graded by NVIDIA's Xid catalogue (gpudoctor/judging/xid.py); this module turns its grades into rows.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +22,12 @@ from gpudoctor.api import (
     from_rows,
     gpu_model,
     gpu_row,
-    load_data,
     not_captured,
     same_pci,
     word,
     worst,
 )
+from gpudoctor.judging import xid as catalogue
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -193,7 +193,7 @@ def _link_errors(link: dict[str, Any]) -> int:
 
 
 def judge_xid(kernel_log: dict[str, Any], gpus: list[dict[str, Any]]) -> Result:
-    """Every Xid graded by NVIDIA's catalogue (data/xid.toml), per GPU, floods counted once; Xid 154's own
+    """Every Xid graded by NVIDIA's catalogue (gpudoctor/judging/xid.py), per GPU, floods counted once; Xid 154's own
     recovery verdict; NVSwitch SXids from the same log."""
     if not kernel_log.get("readable"):
         return Result(Status.SKIP, f"Xids not readable: {kernel_log.get('reason')}", remediation=UNREADABLE)
@@ -246,26 +246,6 @@ ACTION_COMMANDS = {
     "RESTART_FABRIC": "sudo systemctl restart nvidia-fabricmanager  # after draining; reboot if it recurs",
     "SANITIZE": "compute-sanitizer --tool memcheck python train.py  # the program the Xid names, with its arguments",
 }
-# What a catalogue bucket or an Xid 154 verdict asks of the operator, as one of ACTIONS.
-ACTION_OF = {
-    "RESET_GPU": "RESET_GPU",
-    "WORKFLOW_XID_48": "RESET_GPU",
-    "WORKFLOW_NVLINK_ERR": "RESET_GPU",
-    "GPU Reset Required": "RESET_GPU",
-    "Drain and Reset": "RESET_GPU",
-    "RESTART_BM": "RESTART_BM",
-    "Node Reboot Required": "RESTART_BM",
-    "RESTART_VM": "RESTART_VM",
-}
-RECOVERY_PATTERN = re.compile(r"to 0x[0-9a-fA-F]+ \(([^)]+)\)")
-NVLINK5_XIDS = range(144, 151)
-# The catalogue's Xids of a fault in an application's own GPU work (13 graphics engine exception, 31 GPU memory page
-# fault: "usually an application error"). Where the kernel line names the process ("pid=1234, name=python, ..."),
-# it is that program's bug unless another Xid on the GPU says the hardware failed. Xid 43, the driver stopping the
-# faulting channel, names the process too where the fault's own lines say pid='<unknown>'.
-PROGRAM_XIDS = (13, 31)
-NAMING_XIDS = (13, 31, 43)
-NAMED_PROCESS = re.compile(r"pid=(\d{1,10}), name=([^<,][^,]{0,15}),")  # the kernel's comm: 15 characters
 
 
 def _unlisted(xids: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[str]:
@@ -282,116 +262,33 @@ def xid_row(gpu: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Row, set
             mine.setdefault(event["xid"], []).append(event)
     if not mine:
         return gpu_row(gpu, Status.PASS, "no Xid"), set()
-    graded = [(code, *grade_xid(code, merge(found), gpu, mine)) for code, found in sorted(mine.items())]
+    merged = {code: catalogue.merge(found) for code, found in sorted(mine.items())}
+    graded = [(code, *catalogue.grade(code, event, gpu, mine)) for code, event in merged.items()]
     graded.sort(key=lambda g: -SEVERITY[g[1]])
     status = worst([g[1] for g in graded])
-    figures = [
-        Metric("xid_events", merge(found)["count"], labels={"xid": code}) for code, found in sorted(mine.items())
-    ]
-    named, hardware = culprit(mine), status == Status.FAIL
+    figures = [Metric("xid_events", event["count"], labels={"xid": code}) for code, event in merged.items()]
+    named, hardware = catalogue.culprit(mine), status == Status.FAIL
     said = "; ".join(text + by_process(code, named, hardware) for code, _, text, _ in graded)
     actions = {g[3] for g in graded if g[3]} | ({"SANITIZE"} if named and not hardware else set())
     return gpu_row(gpu, status, said, figures), actions
 
 
-def culprit(mine: dict[int, list[dict[str, Any]]]) -> str | None:
-    """`python (pid 1234)`: the process a GPU's program-fault Xids (PROGRAM_XIDS) name, where their lines or the
-    Xid 43 that stopped its channel name one; None where none does (drivers before R470 print no name)."""
-    if not any(code in mine for code in PROGRAM_XIDS):
-        return None
-    for code in NAMING_XIDS:
-        for event in mine.get(code, []):
-            for line in (event.get("first_line"), event.get("last_line"), event.get("line")):
-                if match := NAMED_PROCESS.search(line or ""):
-                    return f"{match.group(2)} (pid {match.group(1)})"
-    return None
-
-
 def by_process(code: int, named: str | None, hardware: bool) -> str:
     """What a program-fault Xid's text adds where the kernel names the process: that program's bug, unless an Xid
     on the same GPU says the hardware failed (then only who was running)."""
-    if code not in PROGRAM_XIDS or not named:
+    if code not in catalogue.PROGRAM_XIDS or not named:
         return ""
     return f" in {named}" if hardware else f" in {named}: the program's bug"
-
-
-def merge(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """One code's entries (snapshots from before floods were counted hold one per line) as one."""
-    first, last = events[0], events[-1]
-    return {
-        "count": sum(e.get("count", 1) for e in events),
-        "first_time": first.get("first_time"),
-        "last_time": last.get("last_time"),
-        "last_line": last.get("last_line") or last.get("line", ""),
-    }
-
-
-def grade_xid(
-    code: int, event: dict[str, Any], gpu: dict[str, Any], mine: dict[int, list[dict[str, Any]]]
-) -> tuple[Status, str, str | None]:
-    """(status, text, action) for one Xid on one GPU."""
-    entry = xid_catalogue()["xid"].get(str(code))
-    seen = _seen(event)
-    if entry is None:
-        return Status.WARN, f"Xid {code} (not in NVIDIA's catalogue for Ampere and newer){seen}", None
-    _, description, immediate, investigatory = entry
-    if code == 154:
-        verdict = recovery_action(event["last_line"])
-        status = Status(xid_catalogue()["recovery_action"].get(verdict, "warn"))
-        return status, f"Xid 154 (the driver's verdict: {verdict}){seen}", ACTION_OF.get(verdict)
-    if code == 155 and not _corroborated(gpu, mine):
-        return Status.WARN, f"Xid 155 ({description}; no other sign of a link fault){seen}", None
-    status = grade_bucket(immediate, investigatory)
-    action = ACTION_OF.get(immediate)
-    words = xid_catalogue()["bucket_text"].get(immediate, immediate)
-    note = "" if status == Status.PASS else f": {words}" if immediate else ": no action in the catalogue"
-    if code in NVLINK5_XIDS:
-        note = ": severity is in its subcode; Xid 154 carries the driver's verdict"
-    return status, f"Xid {code} ({description}{note}){seen}", action if status == Status.FAIL else None
-
-
-def grade_bucket(immediate: str, investigatory: str) -> Status:
-    grade = xid_catalogue()["grade"]
-    if immediate in grade["fail"]:
-        return Status.FAIL
-    if immediate == "IGNORE":
-        return Status.PASS if investigatory.startswith("IGNORE") else Status.WARN
-    return Status.WARN
-
-
-def recovery_action(line: str) -> str:
-    """The action an Xid 154 line changes to: "... from 0x0 (None) to 0x2 (Node Reboot Required)"."""
-    match = RECOVERY_PATTERN.search(line)
-    return match.group(1) if match else "unreadable"
-
-
-def _corroborated(gpu: dict[str, Any], mine: dict[int, list[dict[str, Any]]]) -> bool:
-    """Xid 155 marks a link down the driver calls intentional; it matters only beside a down NVLink or the
-    driver's own reset or reboot verdict."""
-    link_down = any(not link["active"] for link in gpu.get("nvlinks") or [])
-    verdict = recovery_action(merge(mine[154])["last_line"]) if 154 in mine else "None"
-    return link_down or xid_catalogue()["recovery_action"].get(verdict) == "fail"
-
-
-def _seen(event: dict[str, Any]) -> str:
-    if event["count"] <= 1:
-        return ""
-    span = f", {event['first_time']} to {event['last_time']}" if event.get("first_time") else ""
-    return f" x{event['count']}{span}"
 
 
 def sxid_row(event: dict[str, Any]) -> tuple[Row, set[str]]:
     """An NVSwitch error: fatal ones take the fabric down (drain, restart the fabric manager), others warn."""
     switch = {"index": None, "name": f"NVSwitch {event['pci']}", "pci_bus_id": event["pci"]}
     kind = "fatal" if event["fatal"] else "non-fatal"
-    text = f"SXid {event['sxid']} ({kind}){_seen(event)}"
+    text = f"SXid {event['sxid']} ({kind}){catalogue.times_seen(event)}"
     if event["fatal"]:
         return gpu_row(switch, Status.FAIL, text), {"RESTART_FABRIC"}
     return gpu_row(switch, Status.WARN, text), set()
-
-
-def xid_catalogue() -> dict[str, Any]:
-    return load_data("xid.toml")
 
 
 # --- each GPU's figures, carried on its row (one series per figure for monitoring) -------------------------

@@ -3,7 +3,8 @@
 kernel log and /proc give, in the same shapes (gpudoctor/facts/system.py).
 
 - `system.kernel_log`: Xid (GPU) and SXid (NVSwitch) events, one entry per device and code with its count,
-  first and last time and line, as `system.read_kernel_log` gives them (health.xid judges them);
+  first and last time and line, as `system.read_kernel_log` gives them (health.xid grades them by NVIDIA's Xid
+  catalogue, gpudoctor/judging/xid.py);
 - `system.nvidia_module_version`: the NVRM load banner or /proc/driver/nvidia/version, and the kernel
   module's side of an "NVRM: API mismatch";
 - `nvml.driver_version`: the user-space side of an API mismatch (the version every NVIDIA driver component
