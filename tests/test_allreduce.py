@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from gpudoctor.workloads.launch import Fault, RankReport, judge_ranks, launch
 SMALL = {"sizes": [4096, 65536, 1 << 20], "warmup": 2, "iters": 5, "out_of_place": True}
 
 
-@pytest.mark.slow  # nccl-tests' arithmetic is tested on figures (combine) and the whole check runs in the default run
+@pytest.mark.slow  # nccl-tests' arithmetic is tested on figures (combine), the whole check in the `not slow` run
 def test_gloo_sweep_is_verified_with_nccl_tests_arithmetic(no_leftovers) -> None:
     outcome = launch("gpudoctor.checks.ranks.allreduce:worker", 3, "gloo", SMALL, 120)
     assert outcome.status == "pass", outcome.message
@@ -78,19 +77,18 @@ def test_the_pattern_sum_is_exact_at_cluster_scale() -> None:
         pytest.param(
             "rank=1,kind=hang,at=startup",
             ["rank 1", "startup"],
-            marks=pytest.mark.slow,  # a rank hung in a collective is named in the default run
+            marks=pytest.mark.slow,  # a rank hung in a collective is named in the `not slow` run
         ),
     ],
 )
 def test_hung_or_absent_rank_times_out_naming_it(fault: str, words: list[str], no_leftovers) -> None:
-    started = time.monotonic()
+    """Ended by the run's own 30 s limit, as a timeout naming the rank (the helper's 300 s is only a guard against
+    a hang), and no rank left behind (no_leftovers)."""
     proc = gpudoctor("check", "--only", "allreduce", "--timeout", "30", "--json", env={"GPUDOCTOR_INJECT_FAULT": fault})
-    elapsed = time.monotonic() - started
     result = json.loads(proc.stdout)["checks"][0]
     assert result["status"] == "timeout", result
     for word in words:
         assert word in result["summary"]
-    assert elapsed < 30 + 15
     assert proc.returncode == 1
 
 
@@ -197,7 +195,7 @@ def test_the_rank_that_crashed_is_named_not_the_one_that_lost_it(peer_round: int
     assert (result.status, result.message) == ("error", "rank 1 crashed (SIGSEGV) during 'all_reduce'")
 
 
-@pytest.mark.slow  # the all-reduce check runs on the CPU in the default run (tests/test_monitoring.py)
+@pytest.mark.slow  # the all-reduce check runs on the CPU in the `not slow` run (tests/test_monitoring.py)
 def test_check_runs_on_cpu_and_says_why_it_is_not_judged(tmp_path) -> None:
     proc = gpudoctor("check", "--only", "allreduce", "--json", "--device", "cpu")
     result = json.loads(proc.stdout)["checks"][0]

@@ -4,6 +4,7 @@ or skipped saying what it would need; a shortened run never gives a false verdic
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -130,21 +131,27 @@ def test_few_settled_steps_leave_ddp_throughput_not_judged() -> None:
     assert result.status == Status.SKIP and "only 4 settled steps" in result.summary
 
 
-def test_standard_level_ends_within_its_budget_with_every_check_judged_or_named(tmp_path: Path) -> None:
-    """The whole process, start-up included, within 5 % or 2 s of the budget; a workload left out says what it
-    would need; none fails or times out because the budget cut it."""
+NEEDS = re.compile(r"not within the 12 s budget: needs about (\d+) s \((-?\d+) s left\)")
+
+
+def test_standard_level_plans_its_workloads_within_its_budget_with_every_check_judged_or_named(tmp_path: Path) -> None:
+    """What the engine decided, whatever the machine's load: a workload that ran finished inside the budget (it
+    was planned within the time left, and ran to its end); one left out says what it would need against what was
+    left, or that the budget cut it short; none fails or times out because of the budget. The whole process's
+    time against the budget is bench/budget.py's (docs/BENCHMARKS.md)."""
     budget = 12.0
-    started = time.monotonic()
     proc = gpudoctor("check", "--level", "standard", "--budget", str(budget), "--json",
-                     env={"XDG_STATE_HOME": str(tmp_path)}, timeout=120)  # fmt: skip
-    wall = time.monotonic() - started
-    assert wall <= budget + max(0.05 * budget, 2.0), wall
+                     env={"XDG_STATE_HOME": str(tmp_path)}, timeout=300)  # fmt: skip
     checks = json.loads(proc.stdout)["checks"]
     workloads = [c for c in checks if c["check_id"] in ("allreduce.bandwidth", "ddp.train")]
     assert workloads and all(c["status"] in ("pass", "skip", "warn") for c in workloads), workloads
+    ran = [c for c in workloads if c["status"] != "skip"]
+    assert all(0 < c["duration_s"] < budget for c in ran), ran
     left_out = [c for c in workloads if c["status"] == "skip"]
-    assert all("budget" in c["summary"] for c in left_out), left_out
-    assert all("needs about" in c["summary"] or "cut short" in c["summary"] for c in left_out)
+    for skipped in left_out:
+        needs = NEEDS.fullmatch(skipped["summary"])
+        cut = skipped["summary"].startswith("cut short: the 12 s budget ran out")
+        assert cut or (needs and int(needs[1]) >= int(needs[2])), skipped["summary"]
     assert (tmp_path / "gpudoctor" / budget_mod.HISTORY_NAME).exists() or len(left_out) == len(workloads)
 
 

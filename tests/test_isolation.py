@@ -15,6 +15,10 @@ import pytest
 from helpers.common import GPUDOCTOR, SNAPSHOTS, alive, gpudoctor
 
 HEALTHY = str(SNAPSHOTS / "h100-sxm-8x.json")
+# How long a wait for something that happens in seconds may last before the test gives up: a guard against a
+# hang, not a limit on the time (a busy CI machine takes many times a quiet one's); a child left behind for good
+# still fails the test, later.
+PATIENCE_S = 300
 
 SITE_CHECKS = '''
 import os, signal, subprocess, sys, time
@@ -78,18 +82,18 @@ def recorded(pidfile: Path) -> list[int]:
 
 
 def test_hang_crash_and_exit_become_rows_and_leave_no_process(site: Path, tmp_path: Path) -> None:
+    """The hang is ended by its own 3 s limit (the row says which limit it was given, and it ran at least that
+    long), not by the test's guard (the helper's subprocess timeout, 100 times that)."""
     pidfile = tmp_path / "pids"
-    started = time.monotonic()
     proc = gpudoctor("check", "--checks-dir", str(site), "--only", "site", "--json", env={"PIDFILE": str(pidfile)})
-    elapsed = time.monotonic() - started
     by_id = {c["check_id"]: c for c in json.loads(proc.stdout)["checks"]}
     assert by_id["site.hang"]["status"] == "timeout"
     assert "did not finish within its 3 s limit" in by_id["site.hang"]["summary"]
+    assert by_id["site.hang"]["duration_s"] >= 3
     assert by_id["site.segfault"]["status"] == "error" and "SIGSEGV" in by_id["site.segfault"]["summary"]
     assert by_id["site.exit"]["status"] == "error" and "exited with code 7" in by_id["site.exit"]["summary"]
     assert by_id["site.after"]["status"] == "pass"
     assert proc.returncode == 1
-    assert elapsed < 30
     pids = recorded(pidfile)
     assert len(pids) == 5
     assert alive(pids) == []
@@ -159,11 +163,12 @@ def test_sigterm_writes_the_report_and_leaves_no_process(site: Path, tmp_path: P
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     while len(recorded(pidfile)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert len(recorded(pidfile)) == 2, "the workload never started"
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=PATIENCE_S)
     assert proc.returncode == 130
     document = json.loads(report.read_text())
     assert document["interrupted"] is True
@@ -180,8 +185,9 @@ def descendants_of(pid: int) -> list[int]:
     return [p.pid for p in psutil.Process(pid).children(recursive=True)]
 
 
-def gone_within(pids: list[int], seconds: float) -> list[int]:
-    deadline = time.monotonic() + seconds
+def left_alive(pids: list[int]) -> list[int]:
+    """The processes still alive once they had PATIENCE_S to end."""
+    deadline = time.monotonic() + PATIENCE_S
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive(pids)
@@ -209,7 +215,7 @@ def test_every_child_dies_with_a_killed_gpudoctor(site: Path, tmp_path: Path, ar
     argv = [GPUDOCTOR, "check", "--checks-dir", str(site), *(a.replace("{config}", str(config)) for a in args)]
     environ = {**__import__("os").environ, "PIDFILE": str(tmp_path / "pids"), **env}
     proc = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + PATIENCE_S
     kids: list[int] = []
     while time.monotonic() < deadline and not ready(kids := descendants_of(proc.pid)):
         time.sleep(0.2)
@@ -218,7 +224,7 @@ def test_every_child_dies_with_a_killed_gpudoctor(site: Path, tmp_path: Path, ar
     kids = sorted(set(descendants_of(proc.pid)) | set(recorded(tmp_path / "pids")))
     proc.kill()
     proc.wait()
-    assert gone_within(kids, 5) == []
+    assert left_alive(kids) == []
 
 
 def test_workers_start_the_same_from_a_folder_that_holds_a_gpudoctor_package(tmp_path: Path) -> None:

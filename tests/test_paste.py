@@ -292,7 +292,7 @@ def test_live_runs_the_paste_s_workloads_only_at_their_level(tmp_path: Path) -> 
     proc = gpudoctor("check", "--from", str(paste), "--live", "--json", "--level", "quick", timeout=120)
     [said] = by_check(proc)["allreduce.bandwidth"]
     assert said["status"] == "warn" and "--level standard" in said["remediation"]["why"], said
-    assert said["duration_s"] < 5, "the workload did not run"
+    assert said["metrics"] == [] and said["rows"] == [], "the workload did not run: it measured nothing"
 
 
 def test_live_without_a_paste_is_a_usage_error(tmp_path: Path) -> None:

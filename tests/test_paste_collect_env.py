@@ -4,12 +4,12 @@ what must not be taken for collect_env, and hostile input."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.common import FIXTURES
+from helpers.growth import LINEAR, K, growth
 
 from gpudoctor import paste
 from gpudoctor.paste import collect_env
@@ -913,21 +913,27 @@ def test_truncated_block_keeps_what_it_states() -> None:
     assert half_label.kinds == {}
 
 
+def hostile_lines(long: int) -> str:
+    return "\n".join(
+        [
+            ">" * long,
+            "[rank0]: " * (long // 9),
+            "PyTorch version: 2.1.0",
+            "GPU models and configuration: GPU 0: " + "A" * long,
+            "cuDNN version: /" + "libcudnn.so.9" * (long // 13),
+            "OS: Ubuntu " + "22.04 " * (long // 6),
+            "Python version: " + "3." * (long // 2),
+            "[pip3] torchvision==" + "0" * long,
+        ]
+    )
+
+
 def test_long_hostile_lines_are_read_in_linear_time() -> None:
-    long = 2_000_000
-    lines = [
-        ">" * long,
-        "[rank0]: " * (long // 9),
-        "PyTorch version: 2.1.0",
-        "GPU models and configuration: GPU 0: " + "A" * long,
-        "cuDNN version: /" + "libcudnn.so.9" * (long // 13),
-        "OS: Ubuntu " + "22.04 " * (long // 6),
-        "Python version: " + "3." * (long // 2),
-        "[pip3] torchvision==" + "0" * long,
-    ]
-    started = time.perf_counter()
-    found = read("\n".join(lines))
-    assert time.perf_counter() - started < 10
+    """Lines of 1,000,000 characters: K times as long is about K times the work (tests/helpers/growth.py)."""
+    text = hostile_lines(1_000_000)
+    grew = growth(read, hostile_lines(1_000_000 // K), text)
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the length"
+    found = read(text)
     assert found.facts["torch"] == {"version": "2.1.0", "importable": True}
     assert found.facts["nvml"]["gpus"][0]["name"] == "A" * 200  # a name is kept to 200 characters
 
@@ -940,14 +946,20 @@ def test_labels_without_values_and_odd_values_do_not_raise() -> None:
     assert found.facts["torch"] == {}
 
 
-def test_a_20_mb_log_is_read_quickly() -> None:
+def test_a_20_mb_log_is_read_whole_and_in_linear_time() -> None:
+    """A collect_env block amid 20 MB of a training log is found; K times the log is about K times the work
+    (tests/helpers/growth.py, from 0.5 to 4 MB)."""
     noise = "[2024-05-01 10:00:00] INFO trainer.py:88] step 1000 loss 0.1234 lr 3e-4 (PyTorch version: 2.3.0)\n"
     count = 20_000_000 // len(noise)
     block = (SAMPLES / "torch-2.2.2-cu121-arch-conda-runpy-warning-full.txt").read_text()
-    for text, kinds in ((noise * count, {}), (noise * (count // 2) + block + noise * (count // 2), {"collect_env"})):
-        started = time.perf_counter()
+
+    def log(lines: int) -> str:
+        return noise * (lines // 2) + block + noise * (lines // 2)
+
+    grew = growth(read, log(count // 5 // K), log(count // 5))
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the log"
+    for text, kinds in ((noise * count, {}), (log(count), {"collect_env"})):
         found = read(text)
-        assert time.perf_counter() - started < 10
         assert set(found.kinds) == set(kinds)
     assert found.facts["torch"]["version"] == "2.2.2"
     assert found.origins["torch.version"].line == count // 2 + 3

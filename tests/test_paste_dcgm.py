@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.common import FIXTURES, read_alone, read_amid
+from helpers.growth import LINEAR, K, growth
 
 from gpudoctor.paste import dcgm_diag
 from gpudoctor.paste.found import Found
@@ -367,14 +367,21 @@ def test_binary_junk_is_read_without_error_and_gives_nothing() -> None:
     assert [t["name"] for t in section(found_in(mixed))["tests"]] == ["software", "memory", "pcie"]
 
 
-def test_floods_and_long_lines_are_capped_and_read_quickly() -> None:
+def flood(size: int) -> str:
+    """At a `size` of 1,000,000: 5,000 tests, 100,000 lines of one message, and three lines of `size` characters."""
     head = "| Diagnostic                | Result                                         |"
     test = "| GPU Memory                | Pass - All                                     |"
     piece = "|                           | " + "x" * 45 + "  |"
-    lines = [head, *[test] * 5000, "| Warning                   | " + "y" * 45 + "  |", *[piece] * 100_000]
-    lines += ["|" * 1_000_000, "| " + "z" * 1_000_000 + " |", ">" * 1_000_000]
-    started = time.perf_counter()
-    got = section(found_in("\n".join(lines)))
-    assert time.perf_counter() - started < 5
+    warning = "| Warning                   | " + "y" * 45 + "  |"
+    lines = [head, *[test] * (size // 200), warning, *[piece] * (size // 10)]
+    lines += ["|" * size, "| " + "z" * size + " |", ">" * size]
+    return "\n".join(lines)
+
+
+def test_floods_and_long_lines_are_capped_and_read_in_linear_time() -> None:
+    """K times the flood is about K times the work (tests/helpers/growth.py, up to a quarter of the flood read)."""
+    grew = growth(found_in, flood(250_000 // K), flood(250_000))
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the flood"
+    got = section(found_in(flood(1_000_000)))
     assert len(got["tests"]) == dcgm_diag.MAX_TESTS
     assert len(got["tests"][-1]["messages"]) == 1 and len(got["tests"][-1]["messages"][0]) <= dcgm_diag.MAX_MESSAGE

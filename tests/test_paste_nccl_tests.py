@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from typing import Any, NamedTuple
 
 import pytest
 from helpers.common import FIXTURES, read_amid
+from helpers.growth import LINEAR, K, growth
 
 from gpudoctor.paste import nccl_tests
 from gpudoctor.paste.found import Found
@@ -600,13 +600,17 @@ def test_shuffled_cut_and_junk_input_never_raises_and_keeps_the_shape() -> None:
             assert_shaped(run)
 
 
-def test_a_5_mb_log_is_read_in_reasonable_time() -> None:
-    """Every fixture and every NCCL log fixture repeated to 5 MB."""
+def test_a_5_mb_log_is_read_whole_and_in_linear_time() -> None:
+    """Every fixture and every NCCL log fixture repeated to 5 MB; K times the log is about K times the work
+    (tests/helpers/growth.py, up to 1.25 MB)."""
     paths = [*sorted(RUNS.glob("*.txt")), *sorted((PASTES / "nccl").glob("*.txt"))]
     chunk = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in paths)
-    text = (chunk + "\n") * (5_000_000 // len(chunk) + 1)
-    found = Found.of(text)
-    started = time.perf_counter()
+
+    def log(size: int) -> str:
+        return (chunk + "\n") * (size // len(chunk) + 1)
+
+    grew = growth(lambda text: nccl_tests.read(Found.of(text)), log(1_250_000 // K), log(1_250_000))
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the log"
+    found = Found.of(log(5_000_000))
     nccl_tests.read(found)
-    assert time.perf_counter() - started < 5
     assert len(found.facts["benchmarks"]["nccl_tests"]) > 1000

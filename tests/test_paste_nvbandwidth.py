@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.common import FIXTURES, read_alone, read_amid
+from helpers.growth import LINEAR, K, growth
 
 from gpudoctor.paste import nvbandwidth
 from gpudoctor.paste.found import Found
@@ -362,12 +362,20 @@ def test_binary_junk_is_read_without_error_and_gives_nothing() -> None:
     assert section(found_in(mixed))["testcases"][0]["sum"] == 8930.99
 
 
-def test_long_hostile_lines_and_huge_matrices_are_read_quickly() -> None:
-    wide = "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n" + " 0" * 500_000 + "\n" + "0 " + "1.0 " * 500_000
-    tall = "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n 0\n" + "0 1.0\n" * 300_000
-    lines = ["Running " + "a" * 1_000_000 + ".", "SUM " + "a_" * 500_000 + " 1", ">" * 1_000_000, wide, tall]
-    started = time.perf_counter()
-    found = found_in("\n".join(lines))
-    assert time.perf_counter() - started < 5
+def hostile(size: int) -> str:
+    """Lines of `size` characters, a matrix `size / 2` columns wide and one `0.3 * size` rows tall."""
+    title = "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+    wide = title + " 0" * (size // 2) + "\n" + "0 " + "1.0 " * (size // 2)
+    tall = title + " 0\n" + "0 1.0\n" * (size * 3 // 10)
+    lines = ["Running " + "a" * size + ".", "SUM " + "a_" * (size // 2) + " 1", ">" * size, wide, tall]
+    return "\n".join(lines)
+
+
+def test_long_hostile_lines_and_huge_matrices_are_read_in_linear_time() -> None:
+    """K times the size is about K times the work (tests/helpers/growth.py, up to a quarter of the size read); the
+    matrix is capped."""
+    grew = growth(found_in, hostile(250_000 // K), hostile(250_000))
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the size"
+    found = found_in(hostile(1_000_000))
     kept = section(found)["testcases"]
     assert [len(t["rows"]) for t in kept if t["rows"]] == [nvbandwidth.MAX_CELLS]

@@ -6,12 +6,12 @@ nvidia-smi, and hostile input."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.common import FIXTURES
+from helpers.growth import LINEAR, K, growth
 
 from gpudoctor import paste
 from gpudoctor.facts import nvsmi_xml
@@ -1034,24 +1034,27 @@ def test_a_pasted_table_and_query_read_the_same_however_dressed(dress: Any) -> N
         assert read(dress(sample(name))).facts == read_sample(name).facts, name
 
 
-def test_twenty_megabytes_of_log_in_reasonable_time() -> None:
+def test_twenty_megabytes_of_log_read_whole_and_in_linear_time() -> None:
+    """A table amid 20 MB of kernel log is found; K times the log is about K times the work (tests/helpers/growth.py,
+    from 0.5 to 4 MB)."""
     kernel = "[Mon Feb 19 07:03:11 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
-    text = (
-        kernel * (10_000_000 // len(kernel))
-        + sample("table-r565-8xh100-sxm.txt")
-        + kernel * (10_000_000 // len(kernel))
-    )
-    started = time.perf_counter()
-    found = read(text)
-    assert time.perf_counter() - started < 10
-    assert nvml(found)["attached_gpus"] == 8
+
+    def log(size: int) -> str:
+        half = kernel * (size // 2 // len(kernel))
+        return half + sample("table-r565-8xh100-sxm.txt") + half
+
+    grew = growth(read, log(4_000_000 // K), log(4_000_000))
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the log"
+    assert nvml(read(log(20_000_000)))["attached_gpus"] == 8
 
 
-def test_a_long_query_log_in_reasonable_time() -> None:
-    text = sample("query-q-r565-8xh100-sxm.txt") * 200  # about 360,000 lines, one `-q` after another
-    started = time.perf_counter()
-    found = read(text)
-    assert time.perf_counter() - started < 20
+def test_a_long_query_log_read_whole_and_in_linear_time() -> None:
+    """40 `-q` outputs one after another, about 72,000 lines: K times as many is about K times the work
+    (tests/helpers/growth.py, from 5 to 40)."""
+    query = sample("query-q-r565-8xh100-sxm.txt")
+    grew = growth(read, query * (40 // K), query * 40)
+    assert grew < LINEAR, f"{grew:.0f} times the work on {K} times the outputs"
+    found = read(query * 40)
     assert len(gpus(found)) == 8 and found.conflicts == {}
 
 

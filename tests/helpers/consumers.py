@@ -18,6 +18,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+# How long a consumer may take to start, or to run gpudoctor, before the test gives up: a guard against a hang, not
+# a limit on the time (cron waits up to a minute for its next run; a busy CI machine takes many times a quiet
+# one's to start a process).
+PATIENCE_S = 300.0
+
 
 def promtool() -> str:
     found = shutil.which("promtool")
@@ -46,9 +51,10 @@ def scrape(textfile_dir: Path) -> str:
         [exporter, *flags, f"--collector.textfile.directory={textfile_dir}"], stderr=subprocess.DEVNULL
     )
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline and proc.poll() is None:
             try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
             except OSError:
                 time.sleep(0.1)
         raise AssertionError("node_exporter did not answer")
@@ -57,7 +63,7 @@ def scrape(textfile_dir: Path) -> str:
         proc.wait()
 
 
-def cron_runs(cron_file: str, wrote: Path, limit_s: float = 80.0) -> bool:
+def cron_runs(cron_file: str, wrote: Path, limit_s: float = PATIENCE_S) -> bool:
     """Debian's cron daemon, for real, with `cron_file` as /etc/cron.d/gpudoctor and nothing else to run: in
     its own mount and PID namespaces, over folders of the test's (/etc/cron.d, /etc/crontab, the user
     crontabs, /run for its pid file, and /opt, where /opt/gpudoctor/bin/gpudoctor is what the README installs:
@@ -123,6 +129,7 @@ process_performance_data=1
 service_perfdata_file={d}/perfdata.tsv
 service_perfdata_file_template=$SERVICESTATE$\\t$SERVICEOUTPUT$\\t$SERVICEPERFDATA$
 service_perfdata_file_processing_interval=0
+service_check_timeout={patience:.0f}
 """
 NAGIOS_OBJECTS = """define command {{
   command_name gpudoctor
@@ -171,7 +178,7 @@ define service {{
 """
 
 
-def nagios_check(command: str, folder: Path, limit_s: float = 30.0) -> tuple[str, str, str]:
+def nagios_check(command: str, folder: Path, limit_s: float = PATIENCE_S) -> tuple[str, str, str]:
     """Nagios Core 4 itself runs `command` as a service check (checks every second are scheduled from its
     start) and writes what it made of the plugin's answer to its performance-data file: the state, the
     output, and the perfdata, as Nagios split them."""
@@ -181,7 +188,7 @@ def nagios_check(command: str, folder: Path, limit_s: float = 30.0) -> tuple[str
     (folder / "checkresults").mkdir()
     days = "\n  ".join(f"{day} 00:00-24:00" for day in ("sunday", "monday", "tuesday", "wednesday", "thursday",
                                                        "friday", "saturday"))  # fmt: skip
-    (folder / "nagios.cfg").write_text(NAGIOS_CFG.format(d=folder))
+    (folder / "nagios.cfg").write_text(NAGIOS_CFG.format(d=folder, patience=PATIENCE_S))
     (folder / "objects.cfg").write_text(NAGIOS_OBJECTS.format(command=command, days=days))
     perfdata = folder / "perfdata.tsv"
     proc = subprocess.Popen([nagios, str(folder / "nagios.cfg")], stdout=subprocess.DEVNULL,
