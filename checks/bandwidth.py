@@ -15,6 +15,7 @@ from gpudoctor.api import (
     Status,
     Work,
     check,
+    command,
     copies,
     expect,
     gpu_row,
@@ -108,7 +109,7 @@ DEVICE_MEMORY = Copy(
     "{n} GPUs at their memory bandwidth",
     Remediation(
         "Low device memory bandwidth with no throttling points at a degraded GPU; compare with its peers.",
-        ["nvidia-smi -q -d PERFORMANCE,CLOCK -i <GPU>"],
+        [command("nvidia-smi -q -d PERFORMANCE,CLOCK -i {gpu}")],
     ),
 )
 

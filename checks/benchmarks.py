@@ -19,6 +19,7 @@ from gpudoctor.api import (
     Status,
     aimed,
     check,
+    command,
     copies,
     expect,
     fix,
@@ -32,6 +33,7 @@ from gpudoctor.api import (
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
+    from gpudoctor.command import Command
 
 # nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
 # NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).
@@ -43,7 +45,7 @@ COLLECTIVE_FIGURE = {
     "alltoall": "alltoall_busbw",
 }
 # Where a fix runs the test again: the run's own collective, its ranks (one process per GPU, on its hosts) and
-# sizes up to 8 GiB; filled in from the run (perf_command), after any variables the fix sets.
+# sizes up to 8 GiB; filled in from the run (rerun), after any variables the fix sets.
 RERUN = "{rerun}"
 NO_MPI = Remediation(
     "Every process ran alone (nccl-tests built without MPI, launched by mpirun or srun: each prints 'Rank 0' "
@@ -155,7 +157,7 @@ def compared(runs: list[dict[str, Any]], verdicts: list[Judged]) -> list[Judged]
             again = Remediation(
                 "The same test on the same GPUs ran several times faster in another run of this file: compare the "
                 "network and transports NCCL chose in each.",
-                [f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'Using network|NET/| via '"],
+                ["NCCL_DEBUG=INFO {rerun} 2>&1 | grep -E 'Using network|NET/| via '"],
             )
             out[number] = (row, rerun_in(again, run))
     return out
@@ -197,12 +199,12 @@ def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[NetworkCa
     than GPUs per node (NCCL pairs each GPU with a NIC: nccl/src/graph/search.cc)."""
     causes: list[NetworkCause] = []
     disabled = str((run.get("env") or {}).get("NCCL_IB_DISABLE") or "0")
-    if disabled.isdigit() and int(disabled[:9]):  # NCCL reads it as a number (ncclParamIbDisable)
+    if disabled.isascii() and disabled.isdigit() and int(disabled[:9]):  # as NCCL reads it (ncclParamIbDisable)
         causes.append(
             (
                 True,
                 f"over TCP sockets: NCCL_IB_DISABLE={disabled} turned InfiniBand and RoCE off",
-                [f"NCCL_IB_DISABLE=0 NCCL_DEBUG=INFO {RERUN} {SHOW_NETWORK}"],
+                ["NCCL_IB_DISABLE=0 NCCL_DEBUG=INFO {rerun} " + SHOW_NETWORK],
             )
         )
     elif shown.get("net") == "Socket" or any(str(t).startswith("NET/Socket") for t in shown.get("transports") or []):
@@ -210,7 +212,7 @@ def network_causes(run: dict[str, Any], shown: dict[str, Any]) -> list[NetworkCa
             (
                 True,
                 "over TCP sockets (NCCL's log: NET/Socket): NCCL found no RDMA NIC it could use",
-                ["ibv_devinfo", "ls /dev/infiniband", f"NCCL_DEBUG=INFO {RERUN} {SHOW_NETWORK}"],
+                ["ibv_devinfo", "ls /dev/infiniband", "NCCL_DEBUG=INFO {rerun} " + SHOW_NETWORK],
             )
         )
     per_node = Counter(str(d.get("host")) for d in run.get("devices") or [])
@@ -244,41 +246,33 @@ def with_network_causes(
 
 
 def rerun_in(cure: Remediation | None, run: dict[str, Any]) -> Remediation | None:
-    """The fix with RERUN made this run's command (perf_command); a run whose collective, ranks or hosts are
+    """The fix with RERUN made this run's command (rerun_template); a run whose collective, ranks or hosts are
     not words a command may hold loses those commands, and the reason says so."""
     if cure is None or not any(RERUN in c for c in cure.commands):
         return cure
 
-    def built() -> list[str]:
-        again = perf_command(run)
-        return [_with_settings(c, again) if RERUN in c else c for c in cure.commands]
+    def built() -> list[Command]:
+        return [rerun(c, run) if RERUN in c else c for c in cure.commands]
 
     return fix(cure.why, built, cure.instead, cure.source)
 
 
-def perf_command(run: dict[str, Any]) -> str:
-    """`mpirun -np 8 ./build/all_reduce_perf -b 1G -e 8G -f 2 -g 1` (with `-H a:8,b:8` across hosts): one
-    process per GPU, as nccl-tests' README runs it."""
-    program = f"./build/{word(run.get('collective') or 'all_reduce', 'word')}_perf -b 1G -e 8G -f 2 -g 1"
+def rerun(fix_command: str, run: dict[str, Any]) -> Command:
+    """`NCCL_X=1 {rerun} | grep ...` (gpudoctor's own text) as this run's command: one process per GPU, as
+    nccl-tests' README runs it (`mpirun -np 8 -H a:4,b:4 ./build/all_reduce_perf -b 1G -e 8G -f 2 -g 1`); under
+    mpirun each setting goes to every rank (-x). The run's collective, ranks and hosts fill checked slots."""
+    before, _, after = fix_command.partition(RERUN)
+    program = "./build/{collective}_perf -b 1G -e 8G -f 2 -g 1" + after
     ranks, hosts = run.get("ranks") or 1, run.get("hosts") or []
+    collective = run.get("collective") or "all_reduce"
     if ranks <= 1:
-        return program
-    spread = ""
-    if len(hosts) > 1 and ranks % len(hosts) == 0:
-        each = ranks // len(hosts)
-        spread = "-H " + ",".join(f"{word(host, 'node')}:{each}" for host in hosts) + " "
-    return f"mpirun -np {word(ranks, 'number')} {spread}{program}"
-
-
-def _with_settings(command: str, again: str) -> str:
-    """`NCCL_X=1 {rerun} ...` with the run's command: under mpirun each setting goes to every rank (-x)."""
-    before, _, after = command.partition(RERUN)
-    settings = before.split()
-    if not again.startswith("mpirun ") or not settings:
-        return f"{before}{again}{after}"
-    launcher, _, rest = again.partition(" ./build/")
-    exported = " ".join(f"-x {s}" for s in settings)
-    return f"{launcher} {exported} ./build/{rest}{after}"
+        return command(before + program, collective=collective)
+    spread = len(hosts) > 1 and ranks % len(hosts) == 0
+    each = ranks // len(hosts) if spread else 0
+    placed = [f"{word(host, 'node')}:{each}" for host in hosts] if spread else []
+    exported = "".join("-x " + setting + " " for setting in before.split())
+    launcher = "mpirun -np {count} " + ("-H {hosts} " if spread else "")
+    return command(launcher + exported + program, collective=collective, count=ranks, hosts=",".join(placed))
 
 
 def peak_busbw(row: dict[str, Any]) -> float:
@@ -300,7 +294,7 @@ def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str,
             fix=Remediation(
                 "nccl-tests checks every result; wrong values with no error mean broken P2P (IOMMU/ACS), a failing "
                 "link or GPU memory.",
-                ["sudo dmesg | grep -iE 'xid|iommu|dmar'", f"NCCL_P2P_DISABLE=1 {RERUN}"],
+                ["sudo dmesg | grep -iE 'xid|iommu|dmar'", "NCCL_P2P_DISABLE=1 {rerun}"],
             ),
         )
     largest = max(rows, key=lambda r: r.get("bytes") or 0)
@@ -502,7 +496,7 @@ def across_nodes(
             "Between nodes the NICs set the figure: their count and speed are needed (add ibstat's output).",
             [
                 "ibstat",
-                f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'NET/IB : Using|Using network'",
+                "NCCL_DEBUG=INFO {rerun} 2>&1 | grep -E 'NET/IB : Using|Using network'",
             ],
         ),
     )
@@ -548,7 +542,7 @@ def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where
             [
                 "nvidia-smi topo -m",
                 "nvidia-smi nvlink -s",
-                f"NCCL_DEBUG=INFO {RERUN} 2>&1 | grep -E 'via|NVLS'",
+                "NCCL_DEBUG=INFO {rerun} 2>&1 | grep -E 'via|NVLS'",
             ],
         ),
     )
@@ -615,7 +609,7 @@ def gpu_cells(case: dict[str, Any], kind: str) -> list[tuple[int, int | None, fl
 
 def _index(label: Any) -> int | None:
     text = str(label).strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 def judge_figure(
@@ -648,7 +642,7 @@ def judge_figure(
         Remediation(
             "A copy below healthy GPUs of its model: a PCIe link trained down (generation or width), host memory "
             "on the far socket, P2P off, or a degraded NVLink.",
-            ["nvidia-smi -q -d PCIE -i <GPU>", "nvidia-smi topo -m", "nvidia-smi nvlink -s"],
+            [command("nvidia-smi -q -d PCIE -i {gpu}"), "nvidia-smi topo -m", "nvidia-smi nvlink -s"],
         ),
         index,
     )
@@ -723,7 +717,10 @@ def dcgm_row(test: dict[str, Any]) -> Judged:
     if status in (Status.FAIL, Status.WARN):
         fix = Remediation(
             "DCGM judged this test against its own per-SKU thresholds; its message says which GPU and figure.",
-            ["dcgmi diag -r 3 -j  # again, and keep the JSON", "nvidia-smi -q -d PERFORMANCE,ECC,PCIE -i <GPU>"],
+            [
+                "dcgmi diag -r 3 -j  # again, and keep the JSON",
+                command("nvidia-smi -q -d PERFORMANCE,ECC,PCIE -i {gpu}"),
+            ],
         )
     row, fix = judged(status, text, metrics, fix)
     row.name = f"DCGM {test.get('name') or 'test'}"

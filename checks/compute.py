@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Metric, Remediation, Result, Row, Status, Work, check, expect, gpu_row, worst
+from gpudoctor.api import Metric, Remediation, Result, Row, Status, Work, check, command, expect, gpu_row, worst
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -47,7 +47,7 @@ def judge(measured: expect.Measured, floor: float, baseline: dict[str, expect.Ex
         Remediation(
             "Low throughput with correct results means clocks held down (power cap, thermal) or a degraded GPU; "
             "wrong results mean a failing GPU.",
-            ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER -i <GPU>"],
+            [command("nvidia-smi -q -d PERFORMANCE,CLOCK,POWER -i {gpu}")],
         ),
     )
 

@@ -13,6 +13,7 @@ from gpudoctor.api import (
     Row,
     Status,
     check,
+    command,
     compat,
     cuda_version_text,
     fix,
@@ -277,10 +278,10 @@ def _device_order_note(nvml: dict[str, Any], env: dict[str, str]) -> str | None:
 
 
 MODE_FIXES = {
-    "inforom": "nvidia-smi -q -i <GPU> | grep -A6 -i inforom  # a corrupt infoROM needs the vendor (RMA)",
-    "compute": "sudo nvidia-smi -i <GPU> -c DEFAULT",
-    "mig": "sudo nvidia-smi -i <GPU> -mig 0 && sudo nvidia-smi -i <GPU> -r",
-    "persistence": "sudo systemctl enable --now nvidia-persistenced  # or: sudo nvidia-smi -i <GPU> -pm 1",
+    "inforom": command("nvidia-smi -q -i {gpu} | grep -A6 -i inforom  # a corrupt infoROM needs the vendor (RMA)"),
+    "compute": command("sudo nvidia-smi -i {gpu} -c DEFAULT"),
+    "mig": command("sudo nvidia-smi -i {gpu} -mig 0 && sudo nvidia-smi -i {gpu} -r"),
+    "persistence": command("sudo systemctl enable --now nvidia-persistenced  # or: sudo nvidia-smi -i {gpu} -pm 1"),
 }
 
 
@@ -359,7 +360,7 @@ def judge_fabric(gpus: list[dict[str, Any]]) -> Result:
             [
                 "sudo systemctl enable --now nvidia-fabricmanager",
                 "journalctl -u nvidia-fabricmanager -b | tail -50",
-                "nvidia-smi -q -i <GPU> | grep -A12 -i fabric",
+                command("nvidia-smi -q -i {gpu} | grep -A12 -i fabric"),
             ],
         ),
     )
@@ -427,7 +428,7 @@ def judge_processes(gpus: list[dict[str, Any]], process_info: dict[str, dict[str
             "(end a zombie's parent).",
             lambda: [
                 "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
-                *([f"ps -o pid,ppid,user,stat,etime,args -p {','.join(pids(held))}"] if held else []),
+                *([command("ps -o pid,ppid,user,stat,etime,args -p {pid}", pid=",".join(pids(held)))] if held else []),
             ],
         ),
     )

@@ -18,19 +18,20 @@ from gpudoctor.api import (
     Status,
     bad_summary,
     check,
+    command,
     fix,
     from_rows,
     gpu_model,
     gpu_row,
     not_captured,
     same_pci,
-    word,
     worst,
 )
 from gpudoctor.judging import xid as catalogue
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
+    from gpudoctor.command import Command
 
 # Clock event reasons (decoded by the NVML gateway): hardware slowdowns fail as DCGM fails them.
 THROTTLE_FAIL = {
@@ -42,7 +43,7 @@ THROTTLE_WARN = {"sw_thermal_slowdown": "SW thermal slowdown"}
 
 RESET_FIX = Remediation(
     "Reset the GPU when it is idle (or reboot); if the fault returns, drain the node and have the GPU replaced.",
-    ["sudo nvidia-smi -i <GPU> -r", "sudo reboot"],
+    [command("sudo nvidia-smi -i {gpu} -r"), "sudo reboot"],
 )
 
 
@@ -240,7 +241,7 @@ XID_COMMANDS = {
 }
 ACTIONS = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "RESTART_FABRIC", "SANITIZE")
 ACTION_COMMANDS = {
-    "RESET_GPU": "sudo nvidia-smi -i <GPU> -r",
+    "RESET_GPU": command("sudo nvidia-smi -i {gpu} -r"),
     "RESTART_BM": "sudo reboot",
     "RESTART_VM": "sudo reboot  # the VM; where the GPU stays lost, stop and start it from the cloud console",
     "RESTART_FABRIC": "sudo systemctl restart nvidia-fabricmanager  # after draining; reboot if it recurs",
@@ -434,13 +435,16 @@ def power(ctx: CheckContext) -> Result:
     )
 
 
-def restore_power(gpus: list[dict[str, Any]]) -> list[str]:
+def restore_power(gpus: list[dict[str, Any]]) -> list[Command]:
     """`sudo nvidia-smi -i 0,3 -pl 700`: each default limit once, with the GPUs that have it."""
     by_default: dict[str, list[str]] = {}
     for gpu in gpus:
-        default = word(f"{gpu['power_default_limit_w']:.0f}", "number")
-        by_default.setdefault(default, []).append(word(gpu_row(gpu, Status.WARN, "").target, "word"))
-    return [f"sudo nvidia-smi -i {','.join(targets)} -pl {watts}" for watts, targets in by_default.items()]
+        default = f"{gpu['power_default_limit_w']:.0f}"
+        by_default.setdefault(default, []).append(str(gpu_row(gpu, Status.WARN, "").target))
+    return [
+        command("sudo nvidia-smi -i {gpu} -pl {count}", gpu=",".join(targets), count=watts)
+        for watts, targets in by_default.items()
+    ]
 
 
 @check("health.pcie", "PCIe link", needs=("nvml",), settings={"replay_warn": 100})

@@ -20,6 +20,7 @@ from gpudoctor.api import (
     Status,
     Work,
     check,
+    command,
     compare,
     expect,
     from_rows,
@@ -99,7 +100,7 @@ def judge(measured: expect.Measured, samples: list[dict[str, Any]], floor: float
         Remediation(
             "A GPU that slows down only when every GPU works is short of power or cooling (a power brake, a "
             "thermal slowdown) or weaker than its peers.",
-            ["nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <GPU>", "ipmitool sdr type Temperature"],
+            [command("nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i {gpu}"), "ipmitool sdr type Temperature"],
         ),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Metric, Remediation, Result, Status, Work, check, from_rows, gpu_row
+from gpudoctor.api import Metric, Remediation, Result, Status, Work, check, command, from_rows, gpu_row
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -35,7 +35,7 @@ def judge(measured: list[tuple[dict[str, Any], dict[str, Any]]]) -> Result:
         Remediation(
             "Memory that does not hold its data corrupts training silently: drain the node, reset the GPU, check "
             "row remapping and ECC, and replace the GPU if errors recur.",
-            ["sudo nvidia-smi -i <GPU> -r", "nvidia-smi -q -d ROW_REMAPPER,ECC -i <GPU>"],
+            [command("sudo nvidia-smi -i {gpu} -r"), command("nvidia-smi -q -d ROW_REMAPPER,ECC -i {gpu}")],
         ),
         [Metric("bad_words_total", sum(sum(m["bad"].values()) for m, _ in measured))],
     )

@@ -14,6 +14,7 @@ from gpudoctor.api import (
     Status,
     Work,
     check,
+    command,
     copies,
     expect,
     from_rows,
@@ -190,7 +191,7 @@ def judge_topology(topology: dict[str, Any], gpus: list[dict[str, Any]]) -> Resu
             "An NVLink pair with fewer links than the board has lost links (a reset or the board's replacement); a "
             "GPU with no NIC under its PCIe switch sends inter-node traffic through host memory (no GPUDirect RDMA).",
             [
-                "nvidia-smi nvlink -s -i <GPU>",
+                command("nvidia-smi nvlink -s -i {gpu}"),
                 "nvidia-smi topo -m",
                 "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,GRAPH python train.py 2>&1 | grep -i 'GPU Direct RDMA'",
             ],

@@ -12,6 +12,7 @@ from gpudoctor.api import (
     Status,
     Unsafe,
     check,
+    command,
     fix,
     from_rows,
     gpu_row,
@@ -188,8 +189,13 @@ def multi_node(env: dict[str, str]) -> bool:
     """Whether the job this runs in spans nodes: Slurm's node count, or torchrun's world beyond this node."""
     nodes = env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES") or ""
     world, local = env.get("WORLD_SIZE", ""), env.get("LOCAL_WORLD_SIZE", "")
-    spans_torchrun = world.isdigit() and local.isdigit() and int(world) > int(local)
-    return (nodes.isdigit() and int(nodes) > 1) or spans_torchrun
+    spans_torchrun = _count(world) > _count(local) > 0
+    return _count(nodes) > 1 or spans_torchrun
+
+
+def _count(text: str) -> int:
+    """A count the environment states, in ASCII digits (nine at most); 0 for anything else."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0
 
 
 def nccl_interface(addresses: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -230,7 +236,7 @@ def interface_finding(system: dict[str, Any], spans_nodes: bool) -> tuple[Status
         f"cannot reach; {better['name']} ({better['address']}) can"
     )
     try:
-        return (Status.WARN, text, f"export NCCL_SOCKET_IFNAME={word(better['name'], 'interface')}")
+        return (Status.WARN, text, command("export NCCL_SOCKET_IFNAME={interface}", interface=better["name"]))
     except Unsafe as exc:
         return (Status.WARN, f"{text} (no command given: {exc})", "ip -brief addr")
 
@@ -244,10 +250,10 @@ def judge_nccl_env(system: dict[str, Any], geforce_pairs: bool = False, spans_no
     for var, effect in DISABLING_VARS.items():
         value = env.get(var, "")
         if routes.nccl_int(value) and not (geforce_pairs and var == "NCCL_P2P_DISABLE"):
-            findings.append((Status.WARN, f"{var}={value}: {effect}", f"unset {var}"))
+            findings.append((Status.WARN, f"{var}={value}: {effect}", command("unset {variable}", variable=var)))
         elif value.strip() and not routes.NCCL_NUMBER.match(value):
             said = f"{var}={value[:40]!r} is no number: NCCL reads it as 0, so it changes nothing"
-            findings.append((Status.WARN, said, f"export {var}=1  # or unset {var}"))
+            findings.append((Status.WARN, said, command("export {variable}=1  # or unset {variable}", variable=var)))
     interface = interface_finding(system, spans_nodes)
     if interface:
         findings.append(interface)

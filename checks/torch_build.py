@@ -14,6 +14,7 @@ from gpudoctor.api import (
     Row,
     Status,
     check,
+    command,
     compat,
     cuda_version_text,
     fix,
@@ -27,22 +28,19 @@ from gpudoctor.api import (
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
+    from gpudoctor.command import Command
 
 
-def default_command(platform: str = "linux_x86_64") -> str:
-    """What to install where torch is missing or broken: the newest release's default build for this platform."""
-    return compat.install_command(compat.default_build(platform))
+def default_command(platform: str = "linux_x86_64", force: bool = False) -> Command:
+    """What to install where torch is missing or broken: the newest release's default build for this platform
+    (`force`: replacing what is installed, a broken torch and the CUDA libraries it pulls in)."""
+    return compat.install_command(compat.default_build(platform), force)
 
 
 def cuda_major(torch: dict[str, Any]) -> str:
     """The major of torch's CUDA, as the word a package name ends in (nvidia-cudnn-cu12); Unsafe where the fact
     is not a version."""
     return word(str(torch["cuda"]).split(".")[0], "number")
-
-
-def reinstall(command: str) -> str:
-    """A pip command that also replaces what is installed (a broken torch and the CUDA libraries it pulls in)."""
-    return command.replace("pip install ", "pip install --force-reinstall ", 1)
 
 
 def judge_import(torch: dict[str, Any], platform: str = "linux_x86_64") -> Result:
@@ -65,7 +63,11 @@ def _import_fix(error: str, platform: str) -> Remediation:
         return Remediation(
             "A CUDA library that torch loads is missing or shadowed by another copy (often a "
             "system CUDA on LD_LIBRARY_PATH ahead of pip's nvidia-* packages).",
-            ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python -c 'import torch'", reinstall(install)],
+            [
+                "echo $LD_LIBRARY_PATH",
+                "env -u LD_LIBRARY_PATH python -c 'import torch'",
+                default_command(platform, True),
+            ],
         )
     return Remediation(
         "Reinstall torch into a clean virtual environment.",
@@ -328,7 +330,7 @@ def judge_cudnn(torch: dict[str, Any]) -> Result:
     cure = fix(
         "torch needs the cuDNN it was built with (same major, same or newer minor).",
         lambda: [
-            f"pip install --force-reinstall nvidia-cudnn-cu{cuda_major(torch)}",
+            command("pip install --force-reinstall nvidia-cudnn-cu{major}", major=cuda_major(torch)),
             "echo $LD_LIBRARY_PATH  # an older system cuDNN listed here shadows pip's",
         ],
     )
@@ -356,7 +358,7 @@ def judge_nccl(
         return Result(
             Status.FAIL,
             "torch.distributed is not available in this build",
-            remediation=Remediation("Install an official torch build.", [reinstall(default_command())]),
+            remediation=Remediation("Install an official torch build.", [default_command(force=True)]),
         )
     if not torch.get("cuda"):
         status = Status.PASS if info.get("gloo_backend") else Status.FAIL
@@ -367,7 +369,7 @@ def judge_nccl(
             f"NCCL is not usable: {info.get('error') or 'backend missing'}",
             remediation=fix(
                 "Multi-GPU training on one node needs NCCL.",
-                lambda: [f"pip install --force-reinstall nvidia-nccl-cu{cuda_major(torch)}"],
+                lambda: [command("pip install --force-reinstall nvidia-nccl-cu{major}", major=cuda_major(torch))],
             ),
         )
     summary = f"NCCL {info['version']}, gloo {'available' if info.get('gloo_backend') else 'missing'}"
@@ -380,7 +382,11 @@ def judge_nccl(
     cure = fix(
         "NCCL ships kernels for the GPU architectures it knows; an older NCCL fails its first collective on a "
         f"newer GPU. {f'{newest.name} brings a newer NCCL.' if newest else ''}",
-        lambda: [compat.install_command(newest)] if newest else [f"pip install -U nvidia-nccl-cu{cuda_major(torch)}"],
+        lambda: [
+            compat.install_command(newest)
+            if newest
+            else command("pip install -U nvidia-nccl-cu{major}", major=cuda_major(torch))
+        ],
     )
     return from_rows(rows, summary, cure, metrics=[metric])
 
@@ -503,7 +509,9 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
             "extension builds (apex, flash-attn, DeepSpeed ops) will fail",
             remediation=fix(
                 "Point CUDA_HOME and PATH at a toolkit of torch's CUDA major.",
-                lambda: [f'export CUDA_HOME=/usr/local/cuda-{word(cuda, "version")} PATH="$CUDA_HOME/bin:$PATH"'],
+                lambda: [
+                    command('export CUDA_HOME=/usr/local/cuda-{version} PATH="$CUDA_HOME/bin:$PATH"', version=cuda)
+                ],
             ),
         )
     return Result(Status.PASS, f"nvcc {nvcc['version']} matches torch's CUDA {torch['cuda']}")

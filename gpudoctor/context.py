@@ -11,6 +11,7 @@ from typing import Any
 
 from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.cluster.session import WorkloadOutcome
+from gpudoctor.command import command
 from gpudoctor.facts.identity import used_gpus, with_gpus
 from gpudoctor.facts.nvml import Backend, LiveNvml, Sampler, usable
 from gpudoctor.facts.occupancy import WATCH_S, Watch
@@ -244,7 +245,10 @@ class CheckContext:
             outcome.message,
             remediation=Remediation(
                 "A rank that hangs or dies in a collective is what a training job would hit too.",
-                [f"NCCL_DEBUG=WARN gpudoctor check --only {self.spec.id}", "sudo dmesg | grep -i xid"],
+                [
+                    command("NCCL_DEBUG=WARN gpudoctor check --only {check}", check=self.spec.id),
+                    "sudo dmesg | grep -i xid",
+                ],
             ),
         )
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpudoctor.command import Command
 
 # What a verdict rests on, where it is a measurement: a figure judged against a reference ("figure"), data a
 # workload checked (results, copies, memory words: "data"), or a workload that ran out of GPU memory ("oom").
@@ -102,9 +105,16 @@ class Remediation:
     fix it, ranked second (keep the driver and change torch, or upgrade the driver and keep torch)."""
 
     why: str
-    commands: list[str] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
     instead: Remediation | None = None
     source: str = ""  # what says this is the cause and these commands cure it (shown with -v, in the JSON)
+
+    def __post_init__(self) -> None:
+        """Text given as a command is gpudoctor's own, a literal command (gpudoctor/command.py): every value from
+        outside goes into a command through `command()`'s checked slots, never into this text."""
+        from gpudoctor.command import Command  # here: `--help` loads the model, never the word checks
+
+        self.commands = [Command.literal(c) for c in self.commands]
 
 
 @dataclass
@@ -253,7 +263,7 @@ def from_rows(
     metrics: list[Metric] | None = None,
 ) -> Result:
     """A result whose status is the worst of its rows; the summary names the GPUs that are not fine, and
-    `<GPU>` in the remediation commands becomes their indexes."""
+    the `{gpu}` slot of the remediation commands becomes their indexes."""
     metrics = metrics or []
     status = worst([r.status for r in rows], default=Status.SKIP)
     bad = [r for r in rows if r.status not in (Status.PASS, Status.SKIP)]
@@ -275,16 +285,20 @@ def from_rows(
 
 
 def aimed(remediation: Remediation, bad: list[Row]) -> Remediation:
-    """The remediation with `<GPU>` in its commands (and its other way's) made the GPUs of the rows that are not
-    fine, each checked as one word (a PCI bus id or UUID from a file is text somebody else wrote); a command left
-    with no GPU it may name is left out, and the reason says how to find it."""
-    from gpudoctor.words import Unsafe, word  # here: `--help` loads the model, never the word checks
+    """The remediation with the `{gpu}` slot of its commands (and its other way's) filled with the GPUs of the rows
+    that are not fine, checked as a list of words (a PCI bus id or UUID from a file is text somebody else wrote); a
+    command left with no GPU it may name is left out, and the reason says how to find it."""
+    from gpudoctor.words import Unsafe  # here: `--help` loads the model, never the word checks
 
-    try:
-        targets = ",".join(word(r.target, "word") for r in bad if r.target)
-    except Unsafe:
-        targets = ""
-    commands = [c.replace("<GPU>", targets) for c in remediation.commands if targets or "<GPU>" not in c]
+    targets = ",".join(r.target for r in bad if r.target)
+    commands = []
+    for command in remediation.commands:
+        try:
+            aimed_at = command.fill(gpu=targets) if "gpu" in command.open else command
+        except Unsafe:
+            continue
+        if not aimed_at.open:
+            commands.append(aimed_at)
     why = remediation.why
     if len(commands) < len(remediation.commands):
         why += " (Which GPU: `nvidia-smi -L`, then `-i` with its index.)"

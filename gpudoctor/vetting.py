@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any
 
+from gpudoctor.command import Command
 from gpudoctor.model import Cause, Metric, Remediation, Result, Row, Status
 from gpudoctor.text import harmless
 
@@ -72,8 +73,15 @@ def _texts_cut(part: Any) -> None:
             if type(value) is str:  # a Status is a str too, and stays what it is
                 setattr(part, f.name, _cut(value))
             elif isinstance(value, list) and f.name == "commands":
-                setattr(part, f.name, [_cut(c) for c in value])
+                setattr(part, f.name, [_command(c) for c in value])
         part = part.instead if isinstance(part, Remediation) else None
+
+
+def _command(text: str) -> Command:
+    """A command as a report may carry it: the Command itself where the gate leaves it whole; else (a plugin's or a
+    saved report's text with a control character, or too long) the gated text as a literal command."""
+    gated = _cut(text)
+    return text if gated == text and isinstance(text, Command) else Command.literal(gated)
 
 
 def _cut(text: str) -> str:

@@ -28,6 +28,13 @@ KINDS = {
     # A Python script a command runs (`python SCRIPT`): a path ending in .py; one whose name starts with a dash
     # gets "./" (RELATIVE), so `python -mhttp.server.py` can never be printed for a file of that name.
     "script": re.compile(r"[A-Za-z0-9_.:@%+,/=][A-Za-z0-9_.:@%+,/=-]{0,196}\.py", re.ASCII),
+    # Lists, comma-joined (`nvidia-smi -i 0,3`, `kill -9 12 34`'s PIDs, `scontrol update NodeName=a,b`).
+    "gpus": re.compile(r"[A-Za-z0-9][A-Za-z0-9:._-]{0,99}(?:,[A-Za-z0-9][A-Za-z0-9:._-]{0,99}){0,1023}", re.ASCII),
+    "numbers": re.compile(r"\d{1,12}(?:,\d{1,12}){0,1023}", re.ASCII),
+    "nodes": re.compile(
+        r"(?!(?i:all)(?:,|\Z))[A-Za-z0-9][A-Za-z0-9._-]{0,252}(?:,(?!(?i:all)(?:,|\Z))[A-Za-z0-9][A-Za-z0-9._-]{0,252}){0,1023}",
+        re.ASCII,
+    ),
 }
 RELATIVE = ("script",)  # kinds a leading dash is made a relative path for, rather than refused
 

@@ -37,6 +37,7 @@ LIST = HELP | {
     "gpudoctor.checks",
     "gpudoctor.checks.ranks",
     "gpudoctor.words",
+    "gpudoctor.command",  # the checks declare their commands' templates (gpudoctor/command.py)
 }
 # Never on these paths: the GPU stack, the engine and what only a run needs (`list` reads versions with packaging,
 # which the torch judges use at import).

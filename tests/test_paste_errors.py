@@ -14,6 +14,7 @@ from helpers.common import FIXTURES
 from helpers.growth import LINEAR, K, growth
 
 from gpudoctor import paste
+from gpudoctor.command import SLOT
 from gpudoctor.model import Result, Status
 from gpudoctor.paste import evidence, inputs, signatures
 from gpudoctor.paste.found import Found
@@ -627,7 +628,7 @@ def test_fix_placeholders_and_fact_groups_are_pattern_groups() -> None:
     for s in ours().values():
         groups = set(s.pattern.groupindex)
         for command in s.fix:
-            for name, default in signatures.PLACE.findall(command):
+            for name, default in SLOT.findall(command):
                 assert name in signatures.WHOLE_PASTE if default else name in groups, (s.id, name)
         for group, target in s.facts.items():
             path, _, kind = target.partition(":")

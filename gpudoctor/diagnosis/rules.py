@@ -5,7 +5,8 @@ process on a GPU. Each rule names what says its cause produces those symptoms (`
 
 from __future__ import annotations
 
-from gpudoctor.diagnosis import Evidence, Found, Unjudged, occupancy
+from gpudoctor.command import Command, command
+from gpudoctor.diagnosis import Evidence, Found, Unjudged, network, occupancy
 from gpudoctor.judging import nogpu
 from gpudoctor.judging.commands import fix, word
 from gpudoctor.judging.compat import cuda_error
@@ -177,7 +178,10 @@ def _hides_all(value: str, seen: Visible, gpus: list[dict]) -> Found:
             Remediation(
                 "CUDA gives this process only the GPUs CUDA_VISIBLE_DEVICES names; unset it to use every GPU.",
                 ["unset CUDA_VISIBLE_DEVICES"],
-                fix("Or name GPUs that exist:", lambda: [f"export CUDA_VISIBLE_DEVICES={indexes(gpus)}"]),
+                fix(
+                    "Or name GPUs that exist:",
+                    lambda: [command("export CUDA_VISIBLE_DEVICES={gpu}", gpu=indexes(gpus))],
+                ),
             ),
             where=["CUDA_VISIBLE_DEVICES"],
             source=VISIBLE_SOURCE,
@@ -201,7 +205,7 @@ def _cut_short(value: str, invalid: str, shown: tuple[int, ...], gpus: list[dict
             f"and uses {used} only",
             fix(
                 "CUDA reads CUDA_VISIBLE_DEVICES up to its first invalid entry; name only GPUs that exist.",
-                lambda: [f"export CUDA_VISIBLE_DEVICES={indexes(gpus)}"],
+                lambda: [command("export CUDA_VISIBLE_DEVICES={gpu}", gpu=indexes(gpus))],
             ),
             where=["CUDA_VISIBLE_DEVICES"],
             source=VISIBLE_SOURCE,
@@ -379,17 +383,20 @@ def _end_them(others: list[occupancy.Other], why: str, offline: str = "") -> Rem
     parents = sorted({o.ppid for o in zombies if o.ppid and o.ppid > 1})
     unseen = sorted({o.pid for o in others if o not in seen})
 
-    def built() -> list[str]:
+    def built() -> list[Command]:
         commands = []
         if pids or zombies:
-            listed = ",".join(word(p, "number") for p in [*pids, *sorted({o.pid for o in zombies})])
-            commands.append(f"ps -o pid,ppid,user,stat,etime,args -p {listed}{offline}")
+            listed = ",".join(str(p) for p in [*pids, *sorted({o.pid for o in zombies})])
+            commands.append(command("ps -o pid,ppid,user,stat,etime,args -p {pid}" + offline, pid=listed))
         if pids or parents:
-            commands.append(f"kill {' '.join(word(p, 'number') for p in [*pids, *parents])}{offline}")
+            commands.append(command("kill {pids}" + offline, pids=[*pids, *parents]))
         if unseen:
             commands.append(
-                "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv  "
-                f"# on the host: PID {', '.join(word(p, 'number') for p in unseen)} runs outside this container"
+                command(
+                    "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv  "
+                    "# on the host: PID {pids} runs outside this container",
+                    pids=unseen,
+                )
             )
         return commands
 
@@ -451,5 +458,14 @@ def node_causes(ev: Evidence) -> list[Found]:
     return found
 
 
-RULES = (driver_state, driver_too_old, lost_gpus, fabric_down, container_without_gpus, visible_devices, gpus_in_use)
-CLUSTER_RULES = (node_causes,)
+RULES = (
+    driver_state,
+    driver_too_old,
+    lost_gpus,
+    fabric_down,
+    container_without_gpus,
+    visible_devices,
+    gpus_in_use,
+    *network.RULES,
+)
+CLUSTER_RULES = (node_causes, *network.CLUSTER_RULES)

@@ -11,13 +11,13 @@ be asked: which builds exist, which driver each needs, and what to install inste
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from gpudoctor.command import Command, command, literal
 from gpudoctor.judging.commands import fix, word
 from gpudoctor.judging.hardware import load_data
 from gpudoctor.model import Remediation
@@ -192,27 +192,32 @@ def installed_build(torch: dict[str, Any], platform: str = "linux_x86_64") -> Bu
     return Build(release_of(torch.get("version")), tag, None, install, platform, toolkit, arch)
 
 
-def install_command(chosen: Build) -> str:
+def install_command(chosen: Build, force: bool = False) -> Command:
     """One pip command that installs this build with its torchvision, where PyTorch's previous-versions page
     has them: the find-links page (1.0 to 1.10), the variant's extra index (1.11 to 1.13), the variant's index
     (2.0 on). Versions carry the variant's local tag (`==2.14.0+cu126`), so pip replaces an installed build
-    of the same release in another variant instead of keeping it as satisfying `==2.14.0`. Each value is checked
-    for what it must be and quoted (commands.word): a release from a paste that is not one raises Unsafe."""
-    tag = word(chosen.tag, "variant")
-    local = f"+{tag}"
-    torch = f"torch=={word(chosen.torch, 'release')}{local}"
+    of the same release in another variant instead of keeping it as satisfying `==2.14.0`. `force`: it also
+    replaces what is installed (a broken torch and the CUDA libraries it pulls in). Each value fills a slot checked
+    for what it must be (gpudoctor/command.py): a release from a paste that is not one raises Unsafe."""
     if chosen.torchvision is None:
         vision = "torchvision"
     elif chosen.torchvision.count(".") == 1:
-        vision = shlex.quote(f"torchvision=={word(chosen.torchvision, 'version')}.*")  # a series: quoted
+        vision = "'torchvision=={vision}.*'"  # a series: quoted, a version has no character the shell reads
     else:
-        vision = f"torchvision=={word(chosen.torchvision, 'release')}{local}"
-    page = f"{WHEEL_INDEX}/{tag}"
-    where = {"find-links": ["-f", FIND_LINKS], "extra-index": ["--extra-index-url", page]}
-    return " ".join(["pip", "install", torch, vision, *where.get(chosen.install, ["--index-url", page])])
+        vision = "torchvision=={vision}+{variant}"
+    where = {"find-links": f"-f {FIND_LINKS}", "extra-index": f"--extra-index-url {WHEEL_INDEX}/{{variant}}"}
+    template = " ".join(
+        [
+            "pip install --force-reinstall" if force else "pip install",
+            "torch=={release}+{variant}",
+            vision,
+            where.get(chosen.install, f"--index-url {WHEEL_INDEX}/{{variant}}"),
+        ]
+    )
+    return command(template, release=chosen.torch, variant=chosen.tag, vision=chosen.torchvision)
 
 
-def same_build_command(torch: dict[str, Any], torchvision: str | None) -> str:
+def same_build_command(torch: dict[str, Any], torchvision: str | None) -> Command:
     """Reinstall torchvision beside this torch, keeping torch exactly as it is (its release and variant); with
     no torchvision named, pip picks the one that declares this torch."""
     return install_command(replace(installed_build(torch), torchvision=torchvision))
@@ -447,6 +452,7 @@ def driver_branch(minimum: str) -> int | None:
     return None
 
 
+DNF_OPEN = "sudo dnf install -y nvidia-open"
 RHEL_LIKE = ("rhel", "centos", "rocky", "almalinux", "ol", "fedora")
 OPEN_MODULES_FROM = 515  # NVIDIA's open kernel modules first shipped with R515; older branches are DKMS streams
 
@@ -457,7 +463,7 @@ def driver_install(minimum: str, os_release: dict[str, str] | None, platform: st
     packages = nvidia_table()["distro_packages"]
     minimum = word(minimum, "version")
     if platform == "windows":
-        return [f"start {packages['windows']['download']}"]
+        return [command("start {url}", url=packages["windows"]["download"])]
     branch = driver_branch(minimum) or int(minimum.split(".")[0])
     release = os_release or {}
     family = {release.get("id", "")} | set(release.get("id_like", "").split())
@@ -468,21 +474,34 @@ def driver_install(minimum: str, os_release: dict[str, str] | None, platform: st
     if family & set(RHEL_LIKE):
         major = release.get("version_id", "").split(".")[0]
         if major == "10":
-            return ["sudo dnf install -y nvidia-open"]
+            return [literal(DNF_OPEN)]
         if branch < OPEN_MODULES_FROM:
-            return [f"sudo dnf module install -y nvidia-driver:{branch}-dkms"]
-        return [f"sudo dnf module enable -y nvidia-driver:{branch}-open", "sudo dnf install -y nvidia-open"]
+            return [command("sudo dnf module install -y nvidia-driver:{branch}-dkms", branch=branch)]
+        return [command("sudo dnf module enable -y nvidia-driver:{branch}-open", branch=branch), literal(DNF_OPEN)]
     if family & {"sles", "suse", "opensuse"}:
-        return [f"sudo zypper install {packages['suse']['open_kmp_cuda']} nvidia-compute-utils-G06"]
-    return [f"nvidia-smi | head -4  # then install NVIDIA driver R{branch} or newer (>= {minimum})"]
+        return [
+            command("sudo zypper install {package} nvidia-compute-utils-G06", package=packages["suse"]["open_kmp_cuda"])
+        ]
+    return [
+        command(
+            "nvidia-smi | head -4  # then install NVIDIA driver R{branch} or newer (>= {driver})",
+            branch=branch,
+            driver=minimum,
+        )
+    ]
 
 
 def _ubuntu_driver(ubuntu: dict[str, Any], codename: str, branch: int, minimum: str) -> list[str]:
     """Ubuntu ships -server packages only for its production branches, per release."""
     served = sorted(b for b in ubuntu.get(f"{codename}_server", []) if b >= branch)
     if served:
-        return [f"sudo apt install nvidia-driver-{served[0]}-server"]
-    return [ubuntu["list"], f"sudo apt install nvidia-driver-{branch}  # R{branch} or newer: >= {minimum}"]
+        return [command("sudo apt install nvidia-driver-{branch}-server", branch=served[0])]
+    return [
+        literal(ubuntu["list"]),
+        command(
+            "sudo apt install nvidia-driver-{branch}  # R{branch} or newer: >= {driver}", branch=branch, driver=minimum
+        ),
+    ]
 
 
 def _debian_driver(packages: dict[str, Any], version_id: str, branch: int, platform: str) -> list[str]:
@@ -493,11 +512,15 @@ def _debian_driver(packages: dict[str, Any], version_id: str, branch: int, platf
     if shipped and shipped >= branch:
         return ["sudo apt install nvidia-driver"]
     arch = "sbsa" if platform == "linux_aarch64" else "x86_64"
-    repo = f"https://developer.download.nvidia.com/compute/cuda/repos/debian{release}/{arch}/cuda-keyring_1.1-1_all.deb"
-    keyring = f"wget {repo} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt update"
+    keyring = command(
+        "wget https://developer.download.nvidia.com/compute/cuda/repos/debian{release}/{arch}/cuda-keyring_1.1-1_all.deb"
+        " && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt update",
+        release=release,
+        arch=arch,
+    )
     if branch >= 590:
-        return [keyring, f"sudo apt install nvidia-driver-pinning-{branch} cuda-drivers"]
-    return [keyring, f"sudo apt install cuda-drivers-{branch}"]
+        return [keyring, command("sudo apt install nvidia-driver-pinning-{branch} cuda-drivers", branch=branch)]
+    return [keyring, command("sudo apt install cuda-drivers-{branch}", branch=branch)]
 
 
 # --- CUDA's own errors ----------------------------------------------------------------------------------------
@@ -520,6 +543,6 @@ def cuda_error(text: str | None) -> dict[str, Any] | None:
     return next((e for e in errors if any(e.get(n) and e[n].lower() in lowered for n in names)), None)
 
 
-def error_commands(entry: dict[str, Any]) -> list[str]:
-    """The commands a [[cuda_error]] row's fix names (its `backticked` spans), to paste as they are."""
-    return re.findall(r"`([^`]+)`", entry.get("fix", ""))
+def error_commands(entry: dict[str, Any]) -> list[Command]:
+    """The commands a [[cuda_error]] row names (its `commands`: gpudoctor's own table), to paste as they are."""
+    return [literal(text) for text in entry.get("commands", [])]

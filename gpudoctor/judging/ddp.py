@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from gpudoctor.command import command
 from gpudoctor.judging import compat, expect
 from gpudoctor.judging.commands import fix
 from gpudoctor.model import Metric, Remediation, Result, Status
@@ -89,7 +90,10 @@ def judge(
                 remediation=Remediation(
                     "Lower the reference run's batch size in the config file.",
                     [
-                        f"printf '[checks.ddp.train]\\nbatch_size = {max(fits, 1)}\\n' >> gpudoctor.toml",
+                        command(
+                            "printf '[checks.ddp.train]\\nbatch_size = {count}\\n' >> gpudoctor.toml",
+                            count=max(fits, 1),
+                        ),
                         "gpudoctor check --config gpudoctor.toml --only ddp",
                     ],
                 ),

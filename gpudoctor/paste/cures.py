@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.command import command
 from gpudoctor.judging import compat
-from gpudoctor.judging.commands import fix, word
+from gpudoctor.judging.commands import fix
 from gpudoctor.judging.hardware import cuda_version_text
 from gpudoctor.model import Remediation
 
@@ -113,7 +114,7 @@ def _driver_too_old(shown: Shown) -> Remediation:
     """The driver older than torch's CUDA: keep it and install the newest build it runs, or upgrade it (the
     reported CUDA version bounds the driver from below)."""
     found = shown.values.get("found")
-    cuda = cuda_version_text(int(found)) if found and found.isdigit() and len(found) <= 6 else None
+    cuda = cuda_version_text(int(found)) if found and found.isascii() and found.isdigit() and len(found) <= 6 else None
     driver = shown.driver or (compat.toolkit_minimum(cuda, shown.platform) if cuda else None)
     way = compat.driver_fix(shown.capabilities(), driver, shown.platform, shown.os_release, shown.installed())
     said = f"The driver reports CUDA {cuda} (so it is at least {driver}). " if cuda and not shown.driver else ""
@@ -143,7 +144,7 @@ def _cuda_build(shown: Shown) -> Remediation:
     return fix(
         f"This torch is a CPU-only build: install {target.name}"
         + (f" (it needs driver >= {needs}: `nvidia-smi` shows the driver)." if needs else "."),
-        lambda: [compat.install_command(target).replace("pip install ", "pip install --force-reinstall ", 1)],
+        lambda: [compat.install_command(target, force=True)],
     )
 
 
@@ -160,7 +161,7 @@ def _torchvision(shown: Shown) -> Remediation:
     return fix(
         "torch and torchvision must come from one build: reinstall both together (the paste shows no torch version; "
         "`python -m torch.utils.collect_env` does).",
-        lambda: [compat.install_command(default).replace("pip install ", "pip install --force-reinstall ", 1)],
+        lambda: [compat.install_command(default, force=True)],
     )
 
 
@@ -175,7 +176,7 @@ def _shadowed_library(shown: Shown) -> Remediation:
         lambda: [
             'echo "$LD_LIBRARY_PATH"',
             "env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'",
-            compat.install_command(target).replace("pip install ", "pip install --force-reinstall ", 1),
+            compat.install_command(target, force=True),
         ],
     )
 
@@ -190,7 +191,7 @@ def _extension_toolkit(shown: Shown) -> Remediation:
         )
     return fix(
         f"torch was built with CUDA {cuda}: build extensions with that toolkit (CUDA_HOME), not the one on PATH.",
-        lambda: [f'export CUDA_HOME=/usr/local/cuda-{word(cuda, "version")} PATH="$CUDA_HOME/bin:$PATH"'],
+        lambda: [command('export CUDA_HOME=/usr/local/cuda-{version} PATH="$CUDA_HOME/bin:$PATH"', version=cuda)],
     )
 
 
@@ -211,7 +212,10 @@ def _cudnn(shown: Shown) -> Remediation:
     return fix(
         "torch needs the cuDNN it was built with (same major, same or newer minor): a system or conda cuDNN "
         "found first on LD_LIBRARY_PATH shadows torch's own.",
-        lambda: ['echo "$LD_LIBRARY_PATH"', f"pip install --force-reinstall nvidia-cudnn-cu{word(major, 'number')}"],
+        lambda: [
+            'echo "$LD_LIBRARY_PATH"',
+            command("pip install --force-reinstall nvidia-cudnn-cu{major}", major=major),
+        ],
     )
 
 

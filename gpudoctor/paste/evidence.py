@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor.command import command
 from gpudoctor.model import Remediation, Result, Status, worst
 from gpudoctor.paste import OUTPUTS, READERS
 from gpudoctor.paste.cures import cure
@@ -82,7 +83,7 @@ def _unconfirmed(check_id: str, why_not: str, signature: Signature, sighting: di
         remediation=Remediation(
             f"{signature.cause} This machine could not check it ({why_not}): confirm it on the machine the paste "
             "came from before acting on it.",
-            [f"gpudoctor check --only {check_id}  # on the machine the paste is from"],
+            [command("gpudoctor check --only {check}  # on the machine the paste is from", check=check_id)],
             source=signature.source,
         ),
         quotes=[quoted(sighting, count)],

@@ -16,6 +16,9 @@ An entry:
     fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group, {script|train.py}
                                            # the script a traceback in the paste runs (else the default)
     source = "c10/cuda/CUDAFunctions.cpp device_count_impl(), cudaErrorInsufficientDriver"
+
+An entry without needle and pattern (data/signatures/codes.toml) is a cause read from codes only: the code reader
+(paste/codes.py) sights it; this module's reader never searches for it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from gpudoctor.judging.commands import Unsafe, word
+from gpudoctor.command import Command, Unsafe, command
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -38,6 +41,7 @@ else:
 READER = "error"
 CONVERT = {"int": int, "float": float, "str": str}
 WHOLE_LINE = "_match"  # a `facts` key that takes the whole line (the message), not a group
+NEVER = r"(?!)"  # the pattern of an entry sighted by the code reader only
 
 
 @dataclass(frozen=True)
@@ -62,33 +66,25 @@ class Signature:
         """The verdict line: the signature's `summary`, else its cause's first clause."""
         return self.summary or self.cause.split(". ")[0].split(": ")[0].rstrip(".")
 
-    def fixes(self, values: dict[str, Any]) -> tuple[list[str], list[str]]:
-        """The fix commands with the match's groups filled in, each value checked as one shell word and quoted
-        (commands.word); a command whose value the paste does not give, or gives as no word, is left out, and
-        the second list says why."""
+    def fixes(self, values: dict[str, Any]) -> tuple[list[Command], list[str]]:
+        """The fix commands with their slots filled from the match's groups (and the paste's script), each value
+        checked for its slot's kind and quoted (gpudoctor/command.py); a command whose value the paste does not
+        give, or gives as no word, is left out, and the second list says why."""
         built, refused = [], []
-        for command in self.fix:
+        for template in self.fix:
             try:
-                built.append(PLACE.sub(lambda m: _filled(values, m.group(1), m.group(2)), command))
+                made = command(template, **{k: v for k, v in values.items() if isinstance(v, str | int)})
             except Unsafe as exc:
                 refused.append(str(exc))
+                continue
+            if made.open:
+                refused.append(f"the paste does not show the {made.open[0]}")
+            else:
+                built.append(made)
         return built, refused
 
 
-PLACE = re.compile(r"\{(\w+)(?:\|([^{}]*))?\}")  # {group}, or {name|default}: the default where the paste lacks it
-WHOLE_PASTE = ("script",)  # the values a {name|default} may take from the paste as a whole, not from its match
-
-
-def _filled(values: dict[str, Any], name: str, default: str | None) -> str:
-    kind = "script" if name == "script" else "word"
-    if default is not None:
-        try:
-            return word(values[name], kind) if values.get(name) else default
-        except Unsafe:
-            return default
-    if values.get(name) in (None, ""):
-        raise Unsafe(f"the paste does not show the {name}")
-    return word(values[name], kind)
+WHOLE_PASTE = ("script",)  # the slots a fix may fill from the paste as a whole ({script|train.py}), not its match
 
 
 @functools.cache
@@ -111,8 +107,8 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         id=entry["id"],
         owner=entry["owner"],
         status=entry["status"],
-        needle=entry["needle"],
-        pattern=re.compile(entry["pattern"]),
+        needle=entry.get("needle", ""),
+        pattern=re.compile(entry.get("pattern", NEVER)),
         facts=dict(entry.get("facts", {})),
         cause=entry["cause"],
         fix=tuple(entry.get("fix", ())),
@@ -127,7 +123,7 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
 
 @functools.cache
 def _needles() -> tuple[str, ...]:
-    return tuple(sorted({s.needle for s in table().values()}))
+    return tuple(sorted({s.needle for s in table().values() if s.needle}))
 
 
 # A traceback's first frame of a script run as the main module: the program its fixes run again.
@@ -146,7 +142,7 @@ def read(found: Found) -> None:
 
 def _match_line(found: Found, number: int, line: str) -> None:
     for signature in table().values():
-        if signature.needle not in line:
+        if not signature.needle or signature.needle not in line:
             continue
         match = signature.pattern.search(line)
         if not match:
