@@ -17,59 +17,32 @@ Bad input raises `probe.InputError` (also named `probe.UsageError`) with a one-l
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gpudoctor import engine
 from gpudoctor.engine import Report, Request
 from gpudoctor.errors import InputError
 from gpudoctor.report import formats
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
 UsageError = InputError  # the name this API documented first
 
 
-def run(
-    *,
-    level: str | None = None,
-    only: Iterable[str] = (),
-    skip: Iterable[str] = (),
-    config: str | None = None,
-    from_file: str | None = None,
-    baseline: str | None = None,
-    timeout: float | None = None,
-    expect_gpus: int | None = None,
-    device: str | None = None,
-    strict: bool | None = None,
-    checks_dir: Iterable[str] = (),
-    cluster: bool = False,
-    live: bool = False,
-) -> Report:
-    """Gather the facts the selected checks need, run them, and build the report (no output anywhere). The
-    arguments are `gpudoctor check`'s options, by the same names (`from_file` is --from).
+def run(**options: Any) -> Report:
+    """Gather the facts the selected checks need, run them, and build the report (no output anywhere). The keyword
+    arguments are the fields of the Request `gpudoctor check` builds from its options (engine/request.py: level,
+    only, skip, from_file for --from, live, config, checks_dirs, baseline, strict, timeout, budget, expect_gpus,
+    device, cluster, files); an unknown one is a UsageError.
 
     With `cluster=True`, where the launcher's environment says this process is one node of a cluster run
     (torchrun or srun, one per node), it runs this node's part: rank 0 returns the cluster report (its
     document has a `cluster` object), every other node its own report with rank 0's verdict about it.
     Elsewhere it runs this node alone."""
-    request = Request(
-        level=level,
-        only=tuple(only),
-        skip=tuple(skip),
-        from_file=from_file,
-        live=live,
-        config=config,
-        checks_dirs=tuple(checks_dir),
-        baseline=baseline,
-        strict=strict,
-        timeout=timeout,
-        expect_gpus=expect_gpus,
-        device=device,
-        cluster=cluster,
-    )
-    return engine.run(request)
+    unknown = sorted(set(options) - {f.name for f in fields(Request)})
+    if unknown:
+        raise UsageError(f"probe.run has no option {unknown[0]!r}; the options are Request's fields")
+    return engine.run(Request(**options))
 
 
 def load(path: str) -> Report:

@@ -39,7 +39,7 @@ INPUT_ERRORS = (
 CHECK_OPTIONS = [
     "--level", "standard", "--only", "health", "driver", "--skip", "health.xid", "--from", HEALTHY,
     "--config", "site.toml", "--checks-dir", "site", "--checks-dir", "more", "--baseline", "known.json",
-    "--strict", "--timeout", "5", "--expect-gpus", "8", "--device", "cpu",
+    "--strict", "--timeout", "5", "--budget", "60", "--expect-gpus", "8", "--device", "cpu",
 ]  # fmt: skip
 API_OPTIONS = {
     "level": "standard",
@@ -47,10 +47,11 @@ API_OPTIONS = {
     "skip": ["health.xid"],
     "from_file": HEALTHY,
     "config": "site.toml",
-    "checks_dir": ["site", "more"],
+    "checks_dirs": ["site", "more"],
     "baseline": "known.json",
     "strict": True,
     "timeout": 5.0,
+    "budget": 60.0,
     "expect_gpus": 8,
     "device": "cpu",
     "cluster": True,
@@ -69,6 +70,12 @@ def test_the_command_line_and_the_api_ask_for_the_same_run(monkeypatch: pytest.M
     from_cli = cli.request_from(cli.build_parser().parse_args(["check", *CHECK_OPTIONS]))
     assert from_cli == _api_request(monkeypatch, **API_OPTIONS)
     assert from_cli.only == ("health", "driver") and from_cli.checks_dirs == ("site", "more")
+
+
+def test_the_api_takes_the_requests_own_fields_and_no_other() -> None:
+    """probe.run copies no field by hand (it lost --budget once): its options are Request's fields."""
+    with pytest.raises(probe.UsageError, match="no option 'checks_dir'"):
+        probe.run(checks_dir=["site"])
 
 
 def test_defaults_are_the_same_from_the_command_line_and_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
