@@ -7,7 +7,7 @@ process (`python -m gpudoctor check --from paste.txt --format json`) and compare
 - cause named (machine and program cases): the report's leading cause, or a signature matched in the paste, or
   a non-passing check, is one that tests/fixtures/corpus/MAPPING.toml lists for the label's cause family (the
   verdict rule is written at the top of MAPPING.toml);
-- fix given (cases whose label has `fix_match`): one of the label's regular expressions (case-insensitive)
+- fix given (machine and program cases): one of the label's regular expressions (case-insensitive)
   matches one of the commands the report prints: the remediation commands of its causes and of its failing or
   warning checks, alternatives (`instead`) included;
 - unblamed (program and healthy cases): no cause outside MAPPING.toml's program_causes and no failing check
@@ -128,7 +128,7 @@ def judge(
         verdict.refused = True
         verdict.unblamed = True if case.kind != "machine" else None
         verdict.named = False if case.kind != "healthy" else None
-        verdict.fixed = False if case.fix_match else None
+        verdict.fixed = False if case.kind != "healthy" else None
         return verdict
     causes = [c for c in data.get("causes") or () if c.get("status") in JUDGED]
     checks = [c for c in data.get("checks") or () if c.get("status") in JUDGED]
@@ -147,7 +147,7 @@ def judge(
         verdict.named = lead in family["causes"] or (
             (lead is None or lead in family["causes"] + family["also_leading"]) and evidence
         )
-    if case.fix_match:
+    if case.kind != "healthy":
         verdict.fixed = any(re.search(p, cmd, re.I) for p in case.fix_match for cmd in verdict.commands)
     if case.kind != "machine":
         blamed = [f"cause {c['id']}" for c in causes if c["id"] not in program_causes]
@@ -231,7 +231,9 @@ def main() -> None:
     verdicts = [judge(c, r, families, program_causes) for c, r in zip(every, reports, strict=True)]
     open_part = [v for v in verdicts if not v.case.sealed]
     sealed_part = [v for v in verdicts if v.case.sealed]
-    print(f"Real pastes: {len(verdicts)} cases judged in {seconds:.0f} s ({args.jobs} at once)\n")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    at = f" at {commit.stdout.strip()}" if commit.returncode == 0 else ""
+    print(f"Real pastes: {len(verdicts)} cases judged{at} in {seconds:.0f} s ({args.jobs} at once)\n")
     print(f"{'':34} {'open':>14} {'sealed':>14}")
     for (name, left), (_, right) in zip(summary(open_part), summary(sealed_part), strict=True):
         print(f"{name:34} {left:>14} {right:>14}")
