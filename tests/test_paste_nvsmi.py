@@ -1,4 +1,4 @@
-"""The nvidia-smi reader (gpudoctor/paste/nvsmi_text.py) over every real sample of tests/fixtures/pastes/nvidia-smi/:
+"""The nvidia-smi reader (gpudoctor/paste/nvsmi/) over every real sample of tests/fixtures/pastes/nvidia-smi/:
 the default table in its layouts from R418 to R610, its MIG devices and Processes boxes, `-L`, `topo -m` and
 `topo -p2p`, `-q` read as `-q -x` is read (facts/nvsmi_xml.py), the one-line failures, what must not be taken for
 nvidia-smi, and hostile input."""
@@ -16,7 +16,7 @@ from helpers.growth import LINEAR, K, growth
 from gpudoctor import paste
 from gpudoctor.facts import nvsmi_xml
 from gpudoctor.facts.schema import GpuFacts, NvmlFacts, problem
-from gpudoctor.paste import nvsmi_text
+from gpudoctor.paste import nvsmi
 from gpudoctor.paste.found import Found
 
 PASTES = FIXTURES / "pastes"
@@ -27,7 +27,7 @@ REAL_XML = FIXTURES / "real" / "H100-80GB-HBM3.nvidia-smi-q-x.xml"
 def read(text: str) -> Found:
     """The nvidia-smi reader alone over `text`, split as gpudoctor.paste.read splits a paste."""
     found = Found.of(text)
-    nvsmi_text.read(found)
+    nvsmi.read(found)
     return found
 
 
@@ -494,7 +494,7 @@ def test_numa_affinity_goes_under_each_gpus_bus_id() -> None:
 
 def test_the_dgx_matrix_reads_its_numa_column_past_twelve_nics() -> None:
     """The NUMA Affinity column comes after twelve NIC columns and CPU Affinity, before GPU NUMA ID."""
-    reader = nvsmi_text.Reader(Found(sample("topo-m-dgx-a100-nv12-12-nics-partial.txt").split("\n")))
+    reader = nvsmi.Reader(Found(sample("topo-m-dgx-a100-nv12-12-nics-partial.txt").split("\n")))
     reader.run()
     assert {index: node for index, (node, _) in reader.topology.numa.items()} == {0: 3, 1: 3, 2: 1, 3: 1}
 
@@ -955,7 +955,7 @@ def test_other_kinds_of_paste_give_nothing(path: Path) -> None:
 )
 def test_junk_and_half_outputs_never_raise(text: str) -> None:
     found = read(text)
-    assert len(gpus(found)) <= nvsmi_text.MAX_GPUS
+    assert len(gpus(found)) <= nvsmi.MAX_GPUS
     assert problem(nvml(found), NvmlFacts) is None
 
 

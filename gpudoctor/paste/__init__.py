@@ -14,7 +14,7 @@ from gpudoctor.paste.found import Found
 # name -> module under gpudoctor.paste with read(found). Order matters only for which of two equal facts
 # counts as first seen: the more direct witness first.
 READERS = {
-    "nvidia-smi": "nvsmi_text",
+    "nvidia-smi": "nvsmi",
     "kernel log": "kernel",
     "collect_env": "collect_env",
     "NCCL log": "nccl",
