@@ -23,6 +23,7 @@ READERS = {
     "dcgmi diag": "dcgm_diag",
     "ibstat": "ibstat",
     "error": "signatures",
+    "error code": "codes",  # after the signatures: a line one of them read is left to it
 }
 
 
