@@ -32,8 +32,7 @@ from gpudoctor.api import (
 )
 
 if TYPE_CHECKING:
-    from gpudoctor.api import CheckContext
-    from gpudoctor.command import Command
+    from gpudoctor.api import CheckContext, Command
 
 # nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
 # NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).

@@ -30,8 +30,7 @@ from gpudoctor.api import (
 from gpudoctor.judging import xid as catalogue
 
 if TYPE_CHECKING:
-    from gpudoctor.api import CheckContext
-    from gpudoctor.command import Command
+    from gpudoctor.api import CheckContext, Command
 
 # Clock event reasons (decoded by the NVML gateway): hardware slowdowns fail as DCGM fails them.
 THROTTLE_FAIL = {

@@ -27,8 +27,7 @@ from gpudoctor.api import (
 )
 
 if TYPE_CHECKING:
-    from gpudoctor.api import CheckContext
-    from gpudoctor.command import Command
+    from gpudoctor.api import CheckContext, Command
 
 
 def default_command(platform: str = "linux_x86_64", force: bool = False) -> Command:

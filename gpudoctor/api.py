@@ -31,7 +31,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpudoctor.command import command
+    from gpudoctor.command import Command, command
     from gpudoctor.context import CheckContext
     from gpudoctor.facts.identity import gpu_for_cuda_index, pci_address, same_pci
     from gpudoctor.facts.nvml import usable
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 # Where each name lives: a module (for a name that is one) or the module that defines it.
 PROVIDERS = {
+    "Command": "gpudoctor.command",
     "command": "gpudoctor.command",
     "CheckContext": "gpudoctor.context",
     "gpu_for_cuda_index": "gpudoctor.facts.identity",
@@ -116,6 +117,7 @@ __all__ = [
     "FACT_NAMES",
     "SEVERITY",
     "CheckContext",
+    "Command",
     "GpuFacts",
     "Metric",
     "RankContext",
