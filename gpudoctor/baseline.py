@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from gpudoctor import __version__
 from gpudoctor.errors import InputError
+from gpudoctor.facts.schema import problem
 from gpudoctor.files import read_json
 from gpudoctor.model import Result
 
@@ -21,6 +22,21 @@ SCHEMA_VERSION = 1
 
 class BaselineError(InputError):
     """A baseline file that is missing, corrupt or foreign."""
+
+
+class _Saved(TypedDict):
+    schema: str
+    schema_version: int
+    figures: dict[str, float]  # "check id:metric name" -> the figure measured
+
+
+class Baseline(_Saved, total=False):
+    """A baseline file as `from_results` writes it: every field is checked before any is read."""
+
+    tool_version: str
+    saved_at: str
+    host: str | None
+    gpus: list[str | None]
 
 
 def from_results(results: list[Result], facts: dict[str, Any]) -> dict[str, Any]:
@@ -54,10 +70,14 @@ def load(path: Path) -> dict[str, Any]:
     data = read_json(path, "baseline", BaselineError)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise BaselineError(f'{path} is not a gpudoctor baseline (no "schema": "{SCHEMA}")')
-    if data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("figures"), dict):
+    if data.get("schema_version") != SCHEMA_VERSION:
         raise BaselineError(f"{path}: unsupported baseline schema_version {data.get('schema_version')!r}")
-    bad = [k for k, v in data["figures"].items() if not _figure(v)]
-    if bad:
-        raise BaselineError(f"{path}: figure {bad[0]!r} is {data['figures'][bad[0]]!r}, not a measured figure (> 0)")
+    figures = data.get("figures")
+    bad = next((k for k, v in figures.items() if not _figure(v)), None) if isinstance(figures, dict) else None
+    if bad is not None:
+        raise BaselineError(f"{path}: figures.{bad} is {repr(figures[bad])[:40]}, not a measured figure (> 0)")
+    wrong = problem(data, Baseline)
+    if wrong:
+        raise BaselineError(f"baseline {path}: {wrong}")
     data["path"] = str(path)
     return data

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -157,14 +158,14 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
         p.add_argument("--baseline", metavar="FILE", help="judge measured figures against a saved baseline")
         p.add_argument(
             "--budget",
-            type=_positive_float,
+            type=_seconds,
             metavar="S",
             help="end the whole run within S seconds: the facts, then the most telling workloads sized to fit; the "
             "rest skipped, saying what each would need",
         )
         p.add_argument("-v", "--verbose", action="store_true", help="show every GPU row and metric")
-    p.add_argument("--timeout", type=_positive_float, metavar="S", help="timeout per workload check in seconds")
-    p.add_argument("--expect-gpus", type=_non_negative_int, metavar="N", help="the number of GPUs this node has")
+    p.add_argument("--timeout", type=_seconds, metavar="S", help="timeout per workload check in seconds")
+    p.add_argument("--expect-gpus", type=_gpu_count, metavar="N", help="the number of GPUs this node has")
     p.add_argument("--config", metavar="FILE", help="TOML file with settings and per-check thresholds")
     p.add_argument(
         "--device",
@@ -181,27 +182,71 @@ def _add_check_options(p: argparse.ArgumentParser, for_baseline: bool = False) -
     )
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
-    return value
+# A number as a person types it, in ASCII digits (float() and int() also take "１０", "٣" and "1_000").
+DECIMAL = re.compile(r"[-+]?(?:(?:[0-9]{1,20}\.?[0-9]{0,20}|\.[0-9]{1,20})(?:[eE][-+]?[0-9]{1,3})?|nan|inf)", re.I)
 
 
-def _non_negative_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+def _seconds(text: str) -> float:
+    """A time in seconds, more than 0 and at most a week (config.WEEK_S: a timer's own limit is near 2**33 s)."""
+    from gpudoctor.config import WEEK_S
+
+    if not DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds (0..{WEEK_S:g}, at most a week)")
+    if not 0 < float(text) <= WEEK_S:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be more than 0 and at most a week (0..{WEEK_S:g} s)")
+    return float(text)
+
+
+def _gpu_count(text: str) -> int:
+    from gpudoctor.config import MOST_GPUS
+
+    if not (text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= MOST_GPUS):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number of GPUs in 0..{MOST_GPUS}")
     return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes mean one thing each, whatever happens: 0 every check passed (warnings allowed), 1 a check
     failed (the node is bad), 2 usage error (nothing judged), 3 gpudoctor itself broke or could not deliver
-    its report (the node is not judged), 130 interrupted (Ctrl-C or SIGTERM, from the first instant)."""
-    argv = sys.argv[1:] if argv is None else argv
+    its report (the node is not judged), 130 interrupted (Ctrl-C or SIGTERM, from the first instant). A reader
+    that closes the pipe (`gpudoctor list | head -1`) ends the output, never the command or its code."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (Closable(stream) if stream is not None else None for stream in streams)
+    try:
+        return _run(sys.argv[1:] if argv is None else argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        sys.stdout, sys.stderr = streams
+
+
+class Closable:
+    """A standard stream whose reader may go (`| head -1`, a pager quit): from the first write or flush that finds
+    the pipe closed, its descriptor points at /dev/null and the command goes on to its own exit code (`drain` to
+    its last node). Without it the error ends the command (exit 1 or 3), or Python's flush at exit fails (120)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            formats.closed(self._stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            formats.closed(self._stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _run(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         args = build_parser().parse_args(argv)
@@ -259,7 +304,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from gpudoctor.registry import discover
-    from gpudoctor.report.console import add, emit
+    from gpudoctor.report.console import add, emit, fitted
 
     discovery = discover(args.checks_dir)
     table = Table(box=None, pad_edge=False)
@@ -269,7 +314,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         add(table, spec.id, spec.level, spec.source, spec.description)
     for source, error in discovery.broken:
         add(table, "plugins.load", "-", source, f"failed to load: {error}")
-    emit(Console(), table)
+    emit(fitted(Console()), table)
     return 0
 
 

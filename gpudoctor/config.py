@@ -5,8 +5,8 @@
     [checks.health.ecc]
     correctable_warn = 100
 
-Every key is checked against what the checks declare; an unknown key or a wrong type is a one-line
-error naming the key.
+Every key is checked against what the checks declare; an unknown key, a wrong type or a number outside its range
+(`value_range`: a time at most a week, a count of GPUs or ranks at most 1024) is a one-line error naming the key.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def load(path: Path | None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-    except (RecursionError, ValueError) as exc:
+    except RecursionError:
+        raise ConfigError(f"config {path} is nested too deep (arrays or tables inside one another)") from None
+    except ValueError as exc:
         raise ConfigError(f"config {path} cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from None
     for key, value in data.items():
         _check_type(path, key, value, TOP_LEVEL.get(key))
@@ -84,24 +86,45 @@ def _check_type(path: Path, key: str, value: Any, expected: type | tuple[type, .
     if not isinstance(value, expected):
         names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"config {path}: {key} must be {names}, not {type(value).__name__}")
+    if isinstance(value, list):
+        wrong = next((i for i, item in enumerate(value) if not isinstance(item, str)), None)
+        if wrong is not None:
+            raise ConfigError(f"config {path}: {key}[{wrong}] must be a string, not {type(value[wrong]).__name__}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        low, high = value_range(key)
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ConfigError(f"config {path}: {key} = {value!r} is outside {low:g}..{high:g}")
+        said = out_of_range(key, value)
+        if said:
+            raise ConfigError(f"config {path}: {said}")
 
 
 FRACTIONS = ("fraction", "floor", "tolerance", "share", "scaling", "min_loss_drop")
 AT_LEAST_ONE = ("iters", "cpu_ranks")
 LARGEST = 2.0**53  # no setting needs more; NaN and infinity are no setting at all
+WEEK_S = 7 * 24 * 3600.0  # the longest time a run or a wait may be given: a timer's own limit is near 2**33 s
+SECONDS = ("timeout", "budget", "seconds")  # and every name ending in "_s" or "_timeout"
+MOST_GPUS = 1024  # GPUs a node has, ranks a node starts: more than any node has
+COUNTS = ("expect_gpus", "cpu_ranks")
 
 
 def value_range(key: str) -> tuple[float, float]:
-    """The values a numeric setting may take: a fraction 0..1, a count of iterations or ranks from 1, any
-    other figure (a threshold, a size, a time limit, 0 for "the default") from 0."""
+    """The values a numeric setting may take: a fraction 0..1; a time (a timeout, a budget, seconds) 0..a week; a
+    count of GPUs or ranks up to MOST_GPUS; a count of iterations or ranks from 1; any other figure (a threshold, a
+    size, 0 for "the default") from 0."""
     name = key.rsplit(".", 1)[-1]
+    low = 1.0 if name in AT_LEAST_ONE else 0.0
     if name.endswith(FRACTIONS):
         return 0.0, 1.0
-    return (1.0 if name in AT_LEAST_ONE else 0.0), LARGEST
+    if name in SECONDS or name.endswith(("_s", "_timeout")):
+        return low, WEEK_S
+    return low, float(MOST_GPUS) if name in COUNTS else LARGEST
+
+
+def out_of_range(key: str, value: float) -> str | None:
+    """ "timeout = 1e+10 is outside 0..604800" where `value` is not a number `key` may take; None where it is."""
+    low, high = value_range(key)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and low <= value <= high):
+        return f"{key} = {value!r} is outside {low:g}..{high:g}"
+    return None
 
 
 def _flatten(tables: dict[str, Any]) -> dict[str, dict[str, Any]]:

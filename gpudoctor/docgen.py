@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.config import PER_CHECK_COMMON, value_range
+from gpudoctor.config import LARGEST, PER_CHECK_COMMON, value_range
 from gpudoctor.registry import CheckSpec, discover
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -156,7 +156,7 @@ def _kind(key: str, default: Any) -> str:
     if isinstance(default, str):
         return "string"
     low, high = value_range(key)
-    return "number 0..1" if high == 1.0 else f"number >= {low:g}"
+    return f"number >= {low:g}" if high == LARGEST else f"number {low:g}..{high:g}"
 
 
 def meaning(spec: CheckSpec, key: str) -> str:

@@ -142,7 +142,7 @@ def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
 
 
 def _kebab(word: str) -> bool:
-    return all((part.isalnum() and part.islower()) or part.isdigit() for part in word.split("-"))
+    return all((part.isalnum() and part.islower()) or (part.isascii() and part.isdigit()) for part in word.split("-"))
 
 
 class ChecksDirError(InputError):

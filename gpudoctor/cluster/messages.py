@@ -151,6 +151,7 @@ def plan_ok(value: Any) -> bool:
     spans = value.get("spans")
     good_spans = isinstance(spans, dict) and all(
         isinstance(k, str)
+        and k.isascii()
         and k.isdigit()
         and isinstance(v, list)
         and len(v) == 2

@@ -119,7 +119,8 @@ class Control:
         key = self.prefix + f"arrived/{topic}"
         if not self.store.check([key]):
             return set()
-        return {int(r) for r in self.store.get(key).decode(errors="replace").split(",") if r.strip().isdigit()}
+        ranks = self.store.get(key).decode(errors="replace").split(",")
+        return {int(r) for r in ranks if r.strip().isascii() and r.strip().isdigit() and len(r) < 10}
 
     def claim(self, key: str, value: str) -> str | None:
         """Set `key` to `value` unless someone set it first; the value that stands (None if it is not this

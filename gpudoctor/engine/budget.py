@@ -22,8 +22,8 @@ once (load.concurrent), the longest. Counters and link states the facts read cat
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +31,11 @@ from typing import Any
 
 import psutil
 
-from gpudoctor.files import write_json_atomic
+from gpudoctor.errors import InputError
+from gpudoctor.facts.schema import problem
+from gpudoctor.files import read_json, write_json_atomic
 from gpudoctor.registry import CheckSpec, Work
+from gpudoctor.text import one_line
 
 RESERVE_S = 0.8  # kept for the end: judging, the report written, every child gone
 MARGIN = 1.2  # an estimate is planned with a fifth more: a workload cut short is a result lost
@@ -207,15 +210,36 @@ def history_path(beside: str | None) -> Path | None:
     return Path(state) / "gpudoctor" / HISTORY_NAME
 
 
+HISTORY_BYTES = 1 << 20  # six runs of each workload on each device are a few kB
+DEVICE_HISTORY = dict[str, list[list[float]]]  # what `save` writes per device: workload -> [[share, seconds], ...]
+
+
+class HistoryError(InputError):
+    """A budget history that is not what `Budget.save` writes."""
+
+
 def read_history(path: Path | None) -> dict[str, Any]:
-    """Durations learnt by earlier runs; anything unreadable or malformed is no history."""
-    if path is None or not path.is_file() or path.stat().st_size > 1 << 20:
+    """Durations learnt by earlier runs. A file that is not what `save` writes (not JSON, nested deep, a list
+    where a table belongs) is one warning line on stderr and no history: this run's durations replace it."""
+    if path is None or not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = read_json(path, "budget history", HistoryError, limit=HISTORY_BYTES)
+        found = history_problem(data)
+        if found is None:
+            return data
+        wrong = f"budget history {path}: {found}"
+    except HistoryError as exc:
+        wrong = str(exc)
+    print(f"gpudoctor: warning: {one_line(wrong)}; ignored, and rewritten after this run", file=sys.stderr)
+    return {}
+
+
+def history_problem(data: Any) -> str | None:
+    """Where `data` is not a table of devices, each a table of workloads and their (share, seconds) runs."""
+    if not isinstance(data, dict):
+        return f"the history is {type(data).__name__}, not a table of devices"
+    return next((wrong for device, runs in data.items() if (wrong := problem(runs, DEVICE_HISTORY, device))), None)
 
 
 def declared(specs: list[CheckSpec]) -> dict[str, Work]:

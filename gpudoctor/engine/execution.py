@@ -33,10 +33,10 @@ def execute(
     from rich.console import Console
 
     from gpudoctor.engine.runner import broken_plugin_results, run_checks
-    from gpudoctor.report.console import LiveProgress
+    from gpudoctor.report.console import LiveProgress, fitted
 
     specs = plan.specs if specs is None else specs
-    progress = LiveProgress(Console(stderr=True), len(specs))
+    progress = LiveProgress(fitted(Console(stderr=True)), len(specs))
 
     def hook(event: str, check_id: str, title: str) -> None:
         if on_event:

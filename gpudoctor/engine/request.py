@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudoctor.errors import InputError
+
 
 @dataclass(frozen=True)
 class Request:
@@ -34,7 +36,14 @@ class Request:
     files: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        """Lists, as argparse and Python callers pass them, are kept as tuples: a request cannot change."""
+        """Lists, as argparse and Python callers pass them, are kept as tuples: a request cannot change. Numbers
+        are in the range the config file holds them to (config.value_range), or an InputError."""
+        from gpudoctor.config import out_of_range
+
         for name in ("only", "skip", "checks_dirs"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "files", tuple((option, path) for option, path in self.files))
+        for name in ("timeout", "budget", "expect_gpus"):
+            said = out_of_range(name, getattr(self, name)) if getattr(self, name) is not None else None
+            if said:
+                raise InputError(said)

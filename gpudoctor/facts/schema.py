@@ -10,7 +10,7 @@ import math
 import re
 import types
 import typing
-from typing import Any, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union
 
 SCHEMA = "gpudoctor.snapshot"
 # Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
@@ -209,12 +209,92 @@ class NcclFacts(TypedDict, total=False):
     warnings: list[str]
 
 
+class NcclTestsDevice(TypedDict, total=False):
+    rank: int
+    host: str
+    device: int | None
+    bus_id: str | None
+    name: str | None
+
+
+class NcclTestsRun(TypedDict, total=False):
+    """One nccl-tests run a file shows (gpudoctor/paste/nccl_tests.py, run_dict)."""
+
+    line: int
+    format: str  # "text" or "json"
+    collective: str | None
+    ranks: int | None
+    hosts: list[str]
+    devices: list[NcclTestsDevice]
+    rows: list[dict]  # sizes and each side's time and bandwidths
+    avg_busbw: float | None
+    out_of_bounds: int | None
+    version: str | None
+    nccl_version: str | None
+    env: dict[str, str]  # NCCL's settings on its command line
+    max_bytes: int | None
+
+
 class Benchmarks(TypedDict, total=False):
     """Benchmark outputs a user's file holds (gpudoctor/paste: nccl_tests, nvbandwidth, dcgm_diag readers)."""
 
-    nccl_tests: list[dict]  # one per run: collective, devices, hosts, rows of sizes and bandwidths
+    nccl_tests: list[NcclTestsRun]  # one per run
     nvbandwidth: dict  # devices and test cases with their matrices
     dcgm_diag: dict  # DCGM's tests with their results, messages and stated figures
+
+
+class Origin(TypedDict):
+    """Where a paste's fact or error was read (gpudoctor.paste.found.Origin): the reader, the 1-based line, the
+    line. Every key is there: a report quotes them."""
+
+    reader: str
+    line: int
+    text: str
+
+
+class Sighting(Origin):
+    """An error signature seen in a paste: its id (gpudoctor/data/signatures), where, and what it carried."""
+
+    id: str
+    values: dict[str, Any]
+
+
+class Stated(Origin):
+    value: Any  # one of the values a paste states a fact as
+
+
+class Conflict(TypedDict):
+    fact: str  # the fact's path: "nvml.driver_version"
+    values: list[Stated]
+
+
+class Paste(TypedDict, total=False):
+    """What a snapshot made from a paste says of it (gpudoctor.paste.summary)."""
+
+    kinds: dict[str, int]  # lines read by each reader: {"nvidia-smi": 31, "error": 4}
+    facts_from: dict[str, Origin]  # where each fact was read
+    conflicts: list[Conflict]  # facts the paste states more than one way
+    signatures: list[Sighting]
+    script: str  # the program a traceback ran
+
+
+class _Capture(TypedDict):
+    format: Literal["nvidia-smi -q -x"]
+    file: str  # the file's name: the report's host
+
+
+class SmiCapture(_Capture, total=False):
+    """An `nvidia-smi -q -x` capture (facts/nvsmi_xml.py)."""
+
+    dtd_version: int | None
+
+
+class PastedCapture(TypedDict):
+    """Pasted text (gpudoctor.paste.to_snapshot)."""
+
+    format: Literal["pasted text"]
+    file: str
+    kinds: list[str]  # the readers that read something
 
 
 class Snapshot(TypedDict, total=False):
@@ -223,38 +303,55 @@ class Snapshot(TypedDict, total=False):
     tool_version: str
     taken_at: str | None
     sources: list[str]
-    capture: dict
+    capture: SmiCapture | PastedCapture  # a file's facts: what the file was
     nvml: NvmlFacts
     nvml_calls: dict
     torch: TorchFacts
     system: SystemFacts
     nccl: NcclFacts
     benchmarks: Benchmarks
-    paste: dict  # a paste's origins, conflicts and signatures (gpudoctor.paste.summary)
+    paste: Paste
     gather_s: float | None
 
 
 def problem(value: Any, shape: Any = Snapshot, where: str = "") -> str | None:
     """The first place where `value` is not of `shape` (these TypedDicts, and the types in them), said as
-    `system.hostname is 5 (an int), not str`; None where it is. Fields a shape does not name are not judged."""
+    `system.hostname is 5 (an int), not str`; None where it is. Fields a shape does not name are not judged; a key
+    a TypedDict requires (one declared with total=True) must be there."""
     origin = typing.get_origin(shape)
     if shape is Any:
         return None
+    if origin is Literal:
+        allowed = typing.get_args(shape)
+        return None if value in allowed else _wrong(value, " or ".join(map(repr, allowed)), where)
     if origin in (Union, types.UnionType):
-        options = typing.get_args(shape)
-        if value is None and type(None) in options:
+        options = [option for option in typing.get_args(shape) if option is not type(None)]
+        if value is None and len(options) < len(typing.get_args(shape)):
             return None
-        answers = [problem(value, option, where) for option in options if option is not type(None)]
+        options = [option for option in options if _chosen(value, option)] or options
+        answers = [problem(value, option, where) for option in options]
         return None if None in answers else answers[0]
     if isinstance(shape, type) and issubclass(shape, dict) and hasattr(shape, "__annotations__"):
         return _dict_problem(value, shape, where)
     return _plain_problem(value, origin or shape, typing.get_args(shape), where)
 
 
+def _chosen(value: Any, option: Any) -> bool:
+    """Whether `value` is what a union's TypedDict option says by its Literal keys (a capture's `format`): the
+    option that judges it."""
+    if not (isinstance(value, dict) and isinstance(option, type) and hasattr(option, "__required_keys__")):
+        return True
+    literals = {key: hint for key, hint in typing.get_type_hints(option).items() if typing.get_origin(hint) is Literal}
+    return all(value.get(key) in typing.get_args(hint) for key, hint in literals.items())
+
+
 def _dict_problem(value: Any, shape: Any, where: str) -> str | None:
     if not isinstance(value, dict):
         return _wrong(value, "an object", where)
     hints = typing.get_type_hints(shape)
+    missing = next((key for key in hints if key in shape.__required_keys__ and key not in value), None)
+    if missing:
+        return f"{where}.{missing} is missing" if where else f"{missing} is missing"
     for key, item in value.items():
         if key in hints:
             found = problem(item, hints[key], f"{where}.{key}" if where else key)

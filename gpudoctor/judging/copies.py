@@ -38,7 +38,8 @@ def pcie_copy_expectation(gpu: dict[str, Any], way: str = "h2d") -> Expectation 
 def _pcie_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:
     """The x16 line rate of the PCIe generation a published host copy states."""
     link = str(row.get("link") or "")
-    return pcie_gbps(int(link[4:]), 16) if link.startswith("pcie") and link[4:].isdigit() else None
+    generation = link[4:] if link.startswith("pcie") else ""
+    return pcie_gbps(int(generation), 16) if generation.isascii() and generation.isdigit() else None
 
 
 def _c2c_theory(row: dict[str, Any], model: dict[str, Any]) -> float | None:

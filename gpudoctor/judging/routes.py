@@ -168,7 +168,7 @@ def p2p_level(value: str | None) -> str:
     if value is None:
         return NCCL_DEFAULT_P2P_LEVEL
     text = value.strip().upper()
-    if text.isdigit() and int(text) < len(NCCL_PATHS):
+    if text.isascii() and text.isdigit() and int(text) < len(NCCL_PATHS):
         return NCCL_PATHS[int(text)]
     return text if text in NCCL_PATHS else NCCL_DEFAULT_P2P_LEVEL
 

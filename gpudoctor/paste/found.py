@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.files import MAX_DEPTH, depth
+
 QUOTED = 300  # characters of a line kept as evidence
 SIGHTINGS = 20  # lines kept per signature, values per conflicting fact: a flood of one error (timestamped, so
 # each line differs) is one finding
@@ -183,7 +185,9 @@ def _completes(whole: Any, cut: Any) -> bool:
 
 def json_blocks(found: Found, key: str) -> list[tuple[int, int, dict[str, Any]]]:
     """Each JSON object in the paste with `key` at its top: the lines it spans (0-based, end exclusive) and the
-    object. jsoncpp's styled output puts the opening brace on a line of its own, the key on the next."""
+    object. jsoncpp's styled output puts the opening brace on a line of its own, the key on the next. An object
+    nested deeper than any tool writes (files.MAX_DEPTH) is no tool's, and is left unread: the decoder's own
+    recursion fails past about a thousand levels, and a reader walking it could fail below that."""
     quoted = f'"{key}"'
     blocks: list[tuple[int, int, dict[str, Any]]] = []
     decoder = json.JSONDecoder()
@@ -197,9 +201,9 @@ def json_blocks(found: Found, key: str) -> list[tuple[int, int, dict[str, Any]]]
         text = "\n".join(found.lines[start : start + 200_000])
         try:
             obj, size = decoder.raw_decode(text.lstrip())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict) and depth(obj) <= MAX_DEPTH:
             after = start + text.lstrip()[:size].count("\n")
             blocks.append((start, after + 1, obj))
     return blocks

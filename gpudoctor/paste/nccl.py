@@ -127,7 +127,7 @@ def message(found: Found, log: NcclLog, number: int, text: str, prefixed: bool =
     word, as NCCL's own are ("IB", "Socket", "IBext_v8"), so prose that starts alike is not read."""
     if text.startswith("cudaDriverVersion "):
         value = text[18:].strip()
-        if value.isdigit():
+        if value.isascii() and value.isdigit():
             found.fact("nvml.cuda_driver_version", int(value), READER, number)
     elif text.startswith(("Bootstrap", "NET/Socket")):
         if match := USING.match(text):
@@ -184,7 +184,7 @@ def environment(found: Found, number: int, text: str) -> None:
     if not match:
         return
     value = match.group(2).strip()
-    if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+    if value.endswith(".") and value.isascii() and value[:-1].lstrip("-").isdigit():
         value = value[:-1]
     found.fact(f"system.env.{match.group(1)}", value, READER, number)
 

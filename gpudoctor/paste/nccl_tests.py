@@ -58,16 +58,18 @@ PREFIX = re.compile(
     r"|[\w.-]+:(?=\s)))+"  # srun -l "0:", "rank0:", pdsh "host:"
 )
 SETTING = re.compile(r"(?:^|[\s'\",=])(NCCL_[A-Z0-9_]{1,64})=((?:[^\s'\",;|&]|,(?![A-Z0-9_]{1,64}=)){1,200})")
-TAG = re.compile(r"\[\d+\]")  # an MPI output tag inside a row ("-1[0]    1626.5")
+# Numbers are ASCII digits ([0-9], never \d): nccl-tests prints them with printf, and Python's int() and float() would
+# read the fullwidth "１" or the Arabic-Indic "٣" that \d matches as digits no program printed.
+TAG = re.compile(r"\[[0-9]+\]")  # an MPI output tag inside a row ("-1[0]    1626.5")
 DEVICE = re.compile(
-    r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)"
+    r"Rank\s+([0-9]+)\s+(?:Group\s+[0-9]+\s+)?(?:Pid\s+[0-9]+\s+)?on\s+(\S+)\s+device\s+([0-9]+)\s+\[([^\]]*)\]\s*(.*)"
 )
-TOOL_VERSION = re.compile(r"nccl-tests version (\S+)(?:.*?\bnccl-library=(\d+))?")
-NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
+TOOL_VERSION = re.compile(r"nccl-tests version (\S+)(?:.*?\bnccl-library=([0-9]+))?")
+NCCL_VERSION = re.compile(r"\bNCCL version ([0-9]+\.[0-9]+\.[0-9]+)")
 TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-INT = re.compile(r"-?\d{1,25}")
-FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
-DATE, CLOCK = re.compile(r"\d{4}-\d\d-\d\d"), re.compile(r"\d\d:\d\d:\d\d")
+INT = re.compile(r"-?[0-9]{1,25}")
+FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf", re.IGNORECASE)
+DATE, CLOCK = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}")
 NEUTRAL = ("NCCL INFO", "NCCL WARN", "NCCL version", "```", "~~~")
 SUMMARY = ("average_bus_bandwidth", "average_bus_bandwidith")  # the JSON's key, misspelt to v2.17.8
 
@@ -194,7 +196,7 @@ def take(runs: list[Run], current: Run | None, number: int, text: str) -> bool:
         return True
     if text.startswith(("Out of bounds values", "Avg bus bandwidth")):
         return footer(runs, current, number, text)
-    if text[:1].isdigit():
+    if text[:1].isascii() and text[:1].isdigit():
         row = parse_row(text, current.columns if current and not current.closed else None)
         if row is None:
             return False
@@ -390,7 +392,14 @@ def command_line(run: Run, lines: list[int], previous: int) -> int | None:
 def settings(line: str) -> dict[str, str]:
     """NCCL's settings on a command line: `-x NCCL_IB_DISABLE=1` (Open MPI), `NCCL_ALGO=Ring ./all_reduce_perf`,
     `--export=ALL,NCCL_DEBUG=INFO` (srun)."""
-    return {name: value for name, value in SETTING.findall(line)}
+    return {name: value for name, value in SETTING.findall(line) if nccl_reads(value)}
+
+
+def nccl_reads(value: str) -> bool:
+    """A setting's value as NCCL takes one: printable ASCII. NCCL reads a number with strtoll, which stops at the
+    first character that is not an ASCII digit: `NCCL_IB_DISABLE=²` or `=１` is no number to NCCL, so no setting
+    gpudoctor reads either (int() refuses "²" and reads "１" as 1)."""
+    return value.isascii() and value.isprintable()
 
 
 def run_dict(run: Run, collective: str | None, env: dict[str, str]) -> dict[str, Any]:
@@ -494,7 +503,7 @@ def from_json(document: dict[str, Any], line0: int) -> dict[str, Any]:
     env = {}
     for item in listed(document.get("env")):
         name, equals, value = item.partition("=") if isinstance(item, str) else ("", "", "")
-        if equals and name.startswith("NCCL_"):
+        if equals and name.startswith("NCCL_") and nccl_reads(value):
             env[name] = value
     code = document.get("nccl_version")
     summary = next((document[key] for key in SUMMARY if isinstance(document.get(key), dict)), None)

@@ -102,6 +102,17 @@ def add(table: Table, *cells: RenderableType) -> None:
     table.add_row(*(Text(" ".join(cell.split())) if isinstance(cell, str) else cell for cell in cells))
 
 
+MIN_WIDTH = 40  # COLUMNS=0 printed nothing, COLUMNS=5 a letter a line: a report needs this much to be read
+
+
+def fitted(console: Console) -> Console:
+    """`console` at least MIN_WIDTH wide, whatever COLUMNS or the terminal says; a COLUMNS that is no number is
+    Rich's to ignore (the terminal's width, else 80)."""
+    if console.width < MIN_WIDTH:
+        console.width = MIN_WIDTH
+    return console
+
+
 def emit(console: Console, renderable: RenderableType) -> None:
     """Print `renderable` laid out at the console's width with no trailing spaces on any line (Rich pads table
     cells and titles to their width). Commands are printed by `verbatim` only: a line laid out here that would

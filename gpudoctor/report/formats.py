@@ -153,7 +153,7 @@ def show(
             out.write(FORMATS[name].render(document))
         out.flush()
     except BrokenPipeError:
-        _closed(out)
+        closed(out)
     return code
 
 
@@ -162,14 +162,16 @@ def _screen(out: TextIO) -> Console:
     with Rich's own exit status 1, which a hook reads as "drain the node": the verdict's code stands."""
     from rich.console import Console
 
+    from gpudoctor.report.console import fitted
+
     class Screen(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
-    return Screen(file=out)
+    return fitted(Screen(file=out))
 
 
-def _closed(out: TextIO) -> None:
+def closed(out: TextIO) -> None:
     """Point the closed stream at /dev/null, so what is left in its buffer and Python's own flush at exit write
     nowhere instead of failing."""
     try:

@@ -169,7 +169,7 @@ def _metric_name(name: str) -> str:
 def _label_name(name: str) -> str:
     """A label name Prometheus takes: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting `__` (reserved)."""
     word = re.sub(r"[^a-zA-Z0-9_]", "_", name) or "_"
-    word = f"_{word}" if word[0].isdigit() else word
+    word = f"_{word}" if word[0].isascii() and word[0].isdigit() else word
     return f"label{word}" if word.startswith("__") else word
 
 

@@ -95,7 +95,8 @@ def sweep_orphans(root: Path | None = None) -> list[Path]:
     for folder in Path(root or tempfile.gettempdir()).glob("gpudoctor-*-*"):
         pid = folder.name.split("-")[1]
         with contextlib.suppress(OSError):
-            if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.lstat().st_uid == os.geteuid():
+            dead = pid.isascii() and pid.isdigit() and len(pid) <= 9 and not psutil.pid_exists(int(pid))
+            if dead and folder.lstat().st_uid == os.geteuid():
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
     return removed

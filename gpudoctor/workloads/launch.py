@@ -279,7 +279,7 @@ def _stuck_ranks(progress_by_name: dict[str, str]) -> list[RankReport]:
     cluster mode rank 0 sets them beside the other nodes' ranks to name the one that held everyone up)."""
     stuck = []
     for name, value in sorted(progress_by_name.items()):
-        if name.startswith("rank") and name[4:].isdigit():
+        if name.startswith("rank") and name[4:].isascii() and name[4:].isdigit():
             seq, phase = _split_phase(value)
             stuck.append(RankReport(int(name[4:]), None, phase=phase, stopped_by_launcher=True, seq=seq))
     return stuck
@@ -287,7 +287,7 @@ def _stuck_ranks(progress_by_name: dict[str, str]) -> list[RankReport]:
 
 def _split_phase(value: str) -> tuple[int, str]:
     seq, _, name = value.partition("|")
-    return (int(seq), name) if seq.isdigit() else (0, value)
+    return (int(seq), name) if seq.isascii() and seq.isdigit() else (0, value)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
