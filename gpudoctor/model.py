@@ -343,7 +343,8 @@ def places(wheres: list[str]) -> str:
     """Where several rows are: `GPU 3`, `GPUs 0-7`, `GPUs 0, 2 and 5`, `node-a, node-b and 3 more`."""
     unique = list(dict.fromkeys(wheres))
     indexes = [w.removeprefix("GPU ") for w in unique]
-    if len(unique) > 1 and all(w.startswith("GPU ") and i.isdigit() for w, i in zip(unique, indexes, strict=True)):
+    numbered = all(w.startswith("GPU ") and i.isascii() and i.isdigit() for w, i in zip(unique, indexes, strict=True))
+    if len(unique) > 1 and numbered:
         numbers = sorted(int(i) for i in indexes)
         if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
             return f"GPUs {numbers[0]}-{numbers[-1]}"
