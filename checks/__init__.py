@@ -9,6 +9,7 @@ ORDER = (
     "driver",
     "torch_build",
     "system",
+    "network",
     "health",
     "allreduce",
     "p2p",

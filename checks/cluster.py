@@ -29,7 +29,7 @@ from gpudoctor.api import (
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
-from gpudoctor.judging import allreduce, ddp, pairs
+from gpudoctor.judging import allreduce, ddp, pairs, sockets
 
 FRACTIONS = {"straggler_fraction": 0.8, "fail_fraction": 0.5}
 PRIOR_SIGMA = 0.1  # a benchmark's spread from run to run on one node, where too few nodes measure it
@@ -270,7 +270,7 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
     sweep.summary = f"{len(first.members)} nodes, {sweep.summary}"
     if len(first.members) < 3:
         note = "two nodes: the whole sweep is their pair, and which node is slow cannot be told"
-        return [sweep, Result(Status.SKIP, note, aspect="per-node")]
+        return sockets.with_transport([sweep, Result(Status.SKIP, note, aspect="per-node")], first)
 
     def again(plan: dict[str, Any]) -> Any:
         return ctx.run_across(
@@ -288,7 +288,7 @@ def allreduce_across(ctx: CheckContext) -> list[Result] | Result:
     named_results = named if isinstance(named, list) else [named]
     for result in named_results:
         result.aspect = f"per-node-{result.aspect}" if result.aspect else "per-node"
-    return [sweep, *named_results]
+    return sockets.with_transport([sweep, *named_results], first)
 
 
 @check(

@@ -18,7 +18,7 @@ from gpudoctor.api import Result, Work, check, compare, nics, references
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
-from gpudoctor.judging import pairs
+from gpudoctor.judging import pairs, sockets
 
 WORKER = "gpudoctor.checks.ranks.links:measure_links"
 LINK_BYTES = {"cuda": 256 * 2**20, "cpu": 16 * 2**20}  # the largest transfer; a slow pair's is smaller
@@ -91,4 +91,4 @@ def links(ctx: CheckContext) -> list[Result] | Result:
 
     fractions = compare.Fractions(ctx.settings["straggler_fraction"], ctx.settings["fail_fraction"])
     what = "transfers with the nearest ring neighbours"
-    return pairs.confirmed_pairs(first, again, fractions, absolute_reference(ctx), what)
+    return sockets.with_transport(pairs.confirmed_pairs(first, again, fractions, absolute_reference(ctx), what), first)

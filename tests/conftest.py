@@ -27,7 +27,7 @@ ONE_AT_A_TIME = ("hosts", "gpu")
 
 # The files whose tests hold that lock run on one worker, first: a worker that reached a second file of them would
 # wait on the lock, idle (CI lost minutes so). tests/test_house.py checks that every such test is in one of these.
-ONE_WORKER_FILES = ("tests/test_cluster.py", "tests/test_slurm.py", "tests/test_gpu.py")
+ONE_WORKER_FILES = ("tests/test_cluster.py", "tests/test_slurm.py", "tests/test_gpu.py", "tests/test_network.py")
 # Then the longest files first, so none is left to run alone at the end (their durations in CI: minutes each).
 LONGEST_FIRST = ("tests/test_allreduce.py", "tests/test_ddp.py", "tests/test_fuzz.py", "tests/test_monitoring.py")
 

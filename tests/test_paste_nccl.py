@@ -56,6 +56,10 @@ COMPLETION_12 = "NET/IB : Got completion from peer 10.216.210.236<54862> with st
 EXPECTED = {
     "info-2.12.12-ib-roce-nvmlwrap-warn.txt": facts(
         {
+            "trees": True,
+            "bootstrap": ["eno1np0"],
+            "plugin": "internal",
+            "channels": 2,
             "net": "IB",
             "version": "2.12.12",
             "cuda": "11.7",
@@ -66,16 +70,33 @@ EXPECTED = {
         torch="2.12.12",
     ),
     "info-2.16.2-rdma-sharp-plugin-roce-k8s.txt": facts(
-        {"version": "2.16.2", "cuda": "11.5", "net": "IBext", "interfaces": ["eth1"], "ib_devices": ["mlx5_4:1/RoCE"]},
+        {
+            "bootstrap": ["eth1"],
+            "plugin": "NCCL RDMA Plugin",
+            "version": "2.16.2",
+            "cuda": "11.5",
+            "net": "IBext",
+            "interfaces": ["eth1"],
+            "ib_devices": ["mlx5_4:1/RoCE"],
+        },
         nvml={"cuda_driver_version": 11050},
         torch="2.16.2",
     ),
     # nccl-tests' own NCCL ("#  Rank 15 Group  0 Pid ..." header): not torch's
     "info-2.18.1-nccl-tests-8xa100-bootstrap-ib-ipoib.txt": facts(
-        {"version": "2.18.1", "cuda": "12.1", "interfaces": ["ibs85f0"]}, nvml={"cuda_driver_version": 12020}
+        {
+            "bootstrap": ["ibs85f0"],
+            "plugin": "internal",
+            "version": "2.18.1",
+            "cuda": "12.1",
+            "interfaces": ["ibs85f0"],
+        },
+        nvml={"cuda_driver_version": 12020},
     ),
     "info-2.18.5-roce-h800-two-nodes.txt": facts(
         {
+            "bootstrap": ["enp24s0np0"],
+            "plugin": "internal",
             "version": "2.18.5",
             "cuda": "12.0",
             "net": "IB",
@@ -86,21 +107,40 @@ EXPECTED = {
         env={"NCCL_IB_HCA": "mlx5_4"},
     ),
     "info-2.19.3-single-rank-socket-gcp.txt": facts(
-        {"version": "2.19.3", "cuda": "12.3", "net": "Socket", "interfaces": ["ens7"], "ranks": 1},
+        {
+            "bootstrap": ["ens7"],
+            "no_rdma": ["no IB device"],
+            "channels": 32,
+            "version": "2.19.3",
+            "cuda": "12.3",
+            "net": "Socket",
+            "interfaces": ["ens7"],
+            "ranks": 1,
+        },
         nvml={"cuda_driver_version": 12000},
         torch="2.19.3",
     ),
     "info-2.20.5-no-libibverbs-socket-fallback-l20.txt": facts(
-        {"version": "2.20.5", "cuda": "12.4", "net": "Socket", "interfaces": ["eth0"]},
+        {
+            "bootstrap": ["eth0"],
+            "no_rdma": ["no libibverbs"],
+            "plugin": "internal",
+            "version": "2.20.5",
+            "cuda": "12.4",
+            "net": "Socket",
+            "interfaces": ["eth0"],
+        },
         nvml={"cuda_driver_version": 12060},
     ),
     "info-2.21.5-docker-4gpu-bootstrap.txt": facts(
-        {"version": "2.21.5", "cuda": "12.4", "interfaces": ["eth0"]},
+        {"bootstrap": ["eth0"], "plugin": "internal", "version": "2.21.5", "cuda": "12.4", "interfaces": ["eth0"]},
         nvml={"cuda_driver_version": 12040},
         torch="2.21.5",
     ),
     "info-2.24.3-prefix-stripped-by-user-ib-sharp-nvls.txt": facts(
         {
+            "bootstrap": ["eth0"],
+            "plugin": "NCCL RDMA Plugin v8",
             "version": "2.24.3",
             "cuda": "12.2",
             "net": "IBext_v8",
@@ -113,17 +153,36 @@ EXPECTED = {
         torch="2.24.3",
         env={"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_PCI_RELAXED_ORDERING": "1"},
     ),
-    "info-2.4.8-nccl-tests-lo-socket-v100.txt": facts({"version": "2.4.8", "cuda": "10.1", "interfaces": ["lo"]}),
+    "info-2.4.8-nccl-tests-lo-socket-v100.txt": facts(
+        {
+            "bootstrap": ["lo"],
+            "no_rdma": ["no IB device"],
+            "plugin": "internal",
+            "version": "2.4.8",
+            "cuda": "10.1",
+            "interfaces": ["lo"],
+        }
+    ),
     "info-2.7.8-ib-docker-bootstrap-old-format.txt": facts(
-        {"net": "IB", "version": "2.7.8", "cuda": "11.1", "interfaces": ["ibs3"], "ib_devices": ["mlx5_0:1/IB"]},
+        {
+            "bootstrap": ["ibs3"],
+            "plugin": "internal",
+            "net": "IB",
+            "version": "2.7.8",
+            "cuda": "11.1",
+            "interfaces": ["ibs3"],
+            "ib_devices": ["mlx5_0:1/IB"],
+        },
         torch="2.7.8",
         env={"NCCL_IB_DISABLE": "0"},
     ),
     "info-channels-busid-form-p2p-ipc-read-net-ib-gdrdma-2-nodes.txt": facts(
-        {"transports": ["NET/IB/GDRDMA", "P2P/IPC"]}
+        {"net_devices": [0], "gdrdma": "on", "net": "IB", "transports": ["NET/IB/GDRDMA", "P2P/IPC"]}
     ),
-    "info-channels-p2p-ipc-net-ib-gdrdma-sglang.txt": facts({"transports": ["NET/IB/GDRDMA", "P2P/IPC"]}),
-    "info-nvls-not-available-coll-channels-megatron.txt": facts({"nvls": False}),
+    "info-channels-p2p-ipc-net-ib-gdrdma-sglang.txt": facts(
+        {"net_devices": [0, 2], "gdrdma": "on", "net": "IB", "transports": ["NET/IB/GDRDMA", "P2P/IPC"]}
+    ),
+    "info-nvls-not-available-coll-channels-megatron.txt": facts({"channels": 24, "nvls": False}),
     "info-sagemaker-cloudwatch-interleaved-timestamps.txt": facts({"nvls": False}),
     "net-ib-using-ib-and-roce-azure.txt": facts(
         {"interfaces": ["eth0"], "ib_devices": ["ibP111p0s0:1/IB", "rdmaP1111p0s2:1/RoCE"]}

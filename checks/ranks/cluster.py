@@ -14,13 +14,16 @@ from gpudoctor.judging.allreduce import bus_factor
 
 from .allreduce import pattern, rank_factor
 from .allreduce import worker as allreduce_worker
+from .links import capture, used
 
 
 def across_worker(ctx: RankContext) -> dict[str, Any]:
     """Every rank of every node: the all-reduce sweep over the whole world (not in a re-test), then the
-    all-reduce within pairs of nodes, every GPU of both, round after round (see pair_allreduce)."""
+    all-reduce within pairs of nodes, every GPU of both, round after round (see pair_allreduce); and what carried
+    them (NCCL's log of its choices, or gloo's interface: links.used)."""
+    folder = capture(ctx)
     rows = allreduce_worker(ctx)["rows"] if not ctx.params["rounds"] else []
-    return {"rank": ctx.rank, "rows": rows, **pair_allreduce(ctx)}
+    return {"rank": ctx.rank, "rows": rows, **pair_allreduce(ctx), "transport": used(ctx, folder)}
 
 
 def pair_allreduce(ctx: RankContext) -> dict[str, Any]:

@@ -1,10 +1,22 @@
 """On every rank of cluster.links (one per node): a short probe that sizes each pair's transfers, then every
 pass of every round of pairs, each pair exchanging its buffer both ways, timed by the sender and verified by
-the receiver. Transfers are named by the nodes' cluster ranks."""
+the receiver. Transfers are named by the nodes' cluster ranks.
+
+Each rank also says what carried its traffic (`capture`, `used`; cluster.allreduce's ranks too): with NCCL, NCCL's
+own log of its choices (NCCL_DEBUG=INFO for INIT, NET and BOOTSTRAP, written to a file of the rank's own and read
+by gpudoctor's NCCL-log reader, the same that reads a pasted log); with gloo, the interface its TCP sockets use
+(GLOO_SOCKET_IFNAME, else the address the host name resolves to, as torch's gloo backend chooses). With each, the
+node's IPv4 networks per interface, so rank 0 can tell a node on another network than the others."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import os
+import socket
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -12,6 +24,8 @@ import torch.distributed as dist
 
 from gpudoctor.api import RankContext, measure
 from gpudoctor.judging import pairs
+from gpudoctor.paste import nccl
+from gpudoctor.paste.found import Found
 
 PROBE_BYTES = 2**20
 MIN_BYTES = 64 * 1024
@@ -23,6 +37,7 @@ def measure_links(ctx: RankContext) -> dict[str, Any]:
     """This node's part of the rounds: the probe where no sizes were given, then every pass of every round,
     each pair exchanging its buffer both ways. Transfers are named by the nodes' cluster ranks."""
     p = ctx.params
+    folder = capture(ctx)
     node_of = {first: int(node) for node, (first, _) in p["spans"].items()}
     me = node_of[ctx.rank]
     at = {node: first for first, node in node_of.items()}
@@ -53,6 +68,7 @@ def measure_links(ctx: RankContext) -> dict[str, Any]:
         ],
         "wrong": wrong,
         "sizes": {f"{a}-{b}": v for (a, b), v in sizes.items()},
+        "transport": used(ctx, folder),
     }
 
 
@@ -147,3 +163,82 @@ def _receive(ctx: RankContext, buffer: Any, ack: Any, peer: int, src: int, warmu
 
     measure.time_repeats(exchange, ctx.device, warmup, iters, prepare=buffer.zero_, check=verify)
     return wrong[0]
+
+
+LOG_BYTES = 4 * 2**20  # of NCCL's log read per rank: INIT and NET lines of one communicator are a few KB
+# What NCCL prints of its choice: the network, plugin, NICs, GPUDirect RDMA, channels (INIT, NET) and the
+# bootstrap's interface (BOOTSTRAP, 2.24+).
+SUBSYSTEMS = "INIT,NET,BOOTSTRAP"
+
+
+def capture(ctx: RankContext) -> Path | None:
+    """Before NCCL's first call in this rank: its log to a folder of this rank's own (NCCL reads NCCL_DEBUG at its
+    first message). A user's own NCCL_DEBUG_FILE is left alone, and read nothing from."""
+    if ctx.backend != "nccl" or os.environ.get("NCCL_DEBUG_FILE"):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="gpudoctor-nccl-"))
+    os.environ["NCCL_DEBUG_FILE"] = str(folder / "nccl.%p.log")
+    if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        os.environ["NCCL_DEBUG"] = "INFO"
+    os.environ.setdefault("NCCL_DEBUG_SUBSYS", SUBSYSTEMS)
+    return folder
+
+
+def used(ctx: RankContext, folder: Path | None) -> dict[str, Any]:
+    """What this rank's traffic went over: NCCL's choices from its log, or gloo's interface; and this node's
+    networks."""
+    networks = local_networks()
+    if ctx.backend == "nccl":
+        return {"backend": "nccl", "nccl": read_log(folder), "networks": networks}
+    name, address = gloo_interface(networks)
+    return {"backend": "gloo", "interface": name, "address": address, "networks": networks}
+
+
+def read_log(folder: Path | None) -> dict[str, Any]:
+    """NCCL's facts from its log (gpudoctor.paste.nccl), its warnings cut to the first few."""
+    if folder is None:
+        return {}
+    text = ""
+    for path in sorted(folder.glob("nccl.*.log")):
+        with open(path, encoding="utf-8", errors="replace") as log:
+            text += log.read(LOG_BYTES - len(text))
+        path.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    found = Found.of(text)
+    nccl.read(found)
+    said = dict(found.facts.get("nccl") or {})
+    said["warnings"] = said.get("warnings", [])[:5]
+    env = (found.facts.get("system") or {}).get("env") or {}
+    return {**said, "settings": env}
+
+
+def local_networks() -> dict[str, dict[str, Any]]:
+    """Each interface: whether it is up, and its IPv4 networks as address/prefix ("10.0.0.3/24")."""
+    import psutil
+
+    stats = psutil.net_if_stats()
+    found: dict[str, dict[str, Any]] = {}
+    for name, addresses in psutil.net_if_addrs().items():
+        cidrs = [
+            str(ipaddress.ip_interface(f"{a.address}/{a.netmask}"))
+            for a in addresses
+            if a.family == socket.AF_INET and a.netmask
+        ]
+        found[name] = {"up": bool(stats.get(name) and stats[name].isup), "cidrs": cidrs}
+    return found
+
+
+def gloo_interface(networks: dict[str, dict[str, Any]]) -> tuple[str | None, str | None]:
+    """The interface and address gloo's sockets use: the first GLOO_SOCKET_IFNAME names, else the interface holding
+    the address the host name resolves to (torch's createDefaultDevice), else the loopback (its fallback)."""
+    named = os.environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0].strip()
+    if named:
+        cidrs = (networks.get(named) or {}).get("cidrs") or []
+        return named, cidrs[0].split("/")[0] if cidrs else None
+    try:
+        address = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError):
+        return "lo", "127.0.0.1"
+    holder = next((n for n, net in networks.items() if any(c.split("/")[0] == address for c in net["cidrs"])), None)
+    return holder or ("lo" if address.startswith("127.") else None), address

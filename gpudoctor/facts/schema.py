@@ -183,7 +183,9 @@ class SystemFacts(TypedDict, total=False):
     # and NVIDIA_DRIVER_CAPABILITIES (NVIDIA Container Toolkit), what tells the causes of "no GPU" apart
     interfaces: list[str]
     interface_addresses: list[dict]  # name, family (4/6), address, up, virtual; in getifaddrs order
+    links: list[dict]  # every interface: name, up, virtual, bridge, bridge_physical, speed_mbps
     infiniband: list[dict]
+    rdma_devices: list[str] | None  # what /dev/infiniband holds; None where it does not exist
     env: dict[str, str]
     kernel_log: KernelLog
     euid: int
@@ -201,9 +203,21 @@ class NcclFacts(TypedDict, total=False):
     version: str
     cuda: str
     net: str  # "IB", "Socket" or a network plugin's name
+    plugin: str  # the network plugin loaded ("NCCL RDMA Plugin v8", "aws-ofi-nccl 1.11.0-aws"), or "internal"
+    ofi_provider: str  # aws-ofi-nccl's libfabric provider: "efa", "cxi"
+    ofi_nics: int
     interfaces: list[str]
+    bootstrap: list[str]  # the interfaces NCCL's bootstrap uses
     ib_devices: list[str]
     transports: list[str]  # "NET/IB/GDRDMA", "P2P/IPC", "SHM"
+    net_devices: list[int]  # the NIC indexes the channels between nodes use ("via NET/IB/3")
+    gdrdma: str  # "on", "off" or "partial": the channels between nodes with /GDRDMA
+    gdr_disabled: list[dict]  # {hca} (no peer memory), {gpu, hca, distance, limit} (too far apart)
+    no_rdma: list[str]  # why NCCL found no RDMA network: "no IB device", "no libibverbs", "no OFI provider", ...
+    channels: int
+    trees: bool
+    nodes: int  # nNodes, localRanks (2.19+)
+    local_ranks: int
     nvls: bool
     ranks: int
     warnings: list[str]

@@ -30,6 +30,7 @@ ENV_PREFIXES = (
     "LOCAL_WORLD_SIZE",
     "SLURM_NNODES",
     "SLURM_JOB_NUM_NODES",
+    "SLURM_STEP_NUM_NODES",
 )
 # A MIG instance's Xid names it after the PCI address: "Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 94".
 XID_PATTERN = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+)")
@@ -78,6 +79,38 @@ def _interface_addresses(root: Path) -> list[dict[str, Any]]:
     ]
 
 
+def _links(root: Path) -> list[dict[str, Any]]:
+    """Every network interface (with an address or not) as sysfs tells it: up, virtual (no device behind it),
+    a bridge and whether one of its ports is a physical NIC (a host's br0 over its NIC, not Docker's docker0),
+    and the line rate in Mb/s (veth, bridges and a link that is down have none)."""
+    stats = psutil.net_if_stats()
+    found = []
+    for name in sorted(stats):
+        folder = root / "sys/class/net" / name
+        ports = sorted(p.name for p in (folder / "brif").glob("*")) if (folder / "bridge").exists() else None
+        found.append(
+            {
+                "name": name,
+                "up": bool(stats[name].isup),
+                "virtual": not (folder / "device").exists(),
+                "bridge": ports is not None,
+                "bridge_physical": any((root / "sys/class/net" / p / "device").exists() for p in ports or []),
+                "speed_mbps": stats[name].speed or None,
+            }
+        )
+    return found
+
+
+def _rdma_devices(root: Path) -> list[str] | None:
+    """What /dev/infiniband holds (uverbsN, rdma_cm): NCCL opens the NICs through them; None where it is not
+    there at all (no RDMA stack on the host; a container started without the devices shows it empty or absent)."""
+    folder = root / "dev/infiniband"
+    try:
+        return sorted(p.name for p in folder.iterdir())
+    except OSError:
+        return None
+
+
 def gather(root: Path = Path("/")) -> dict[str, Any]:
     return {
         "hostname": os.uname().nodename,
@@ -97,7 +130,9 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "devices": devices.gather(root),
         "interfaces": sorted(psutil.net_if_addrs()),
         "interface_addresses": _interface_addresses(root),
+        "links": _links(root),
         "infiniband": _infiniband(root),
+        "rdma_devices": _rdma_devices(root),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "euid": os.geteuid(),
     }
@@ -180,7 +215,7 @@ def _modules(root: Path) -> list[str]:
         lines = (root / "proc/modules").read_text().splitlines()
     except OSError:
         return []
-    return sorted(line.split()[0] for line in lines if line.startswith(("nvidia", "nouveau")))
+    return sorted(line.split()[0] for line in lines if line.startswith(("nvidia", "nouveau", "nv_peer_mem")))
 
 
 def _nvidia_module_version(root: Path) -> str | None:

@@ -120,3 +120,44 @@ class Hosts:
         for ns in [*(self.namespace(i) for i in range(len(self.names))), self.switch]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
             shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
+
+
+class TwoNicHosts(Hosts):
+    """Hosts with a second NIC each, `eth1` at 10.214.<net>.<i + 1> on a switch of its own (take it down with
+    `set_link(i, "eth1", "down")`), and a bridge named as Docker names its own, `docker0` at 172.17.0.1/16 on every
+    host with no port in it, as Docker's is where no container runs."""
+
+    def __init__(self, count: int) -> None:
+        self.switch2 = ""
+        super().__init__(count)
+
+    def second_address(self, i: int) -> str:
+        return f"10.214.{self.net}.{i + 1}"
+
+    def _build(self, count: int) -> None:
+        super()._build(count)
+        self.switch2 = f"{self.tag}t"
+        _ip("netns", "add", self.switch2)
+        _ip("-n", self.switch2, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.switch2, "link", "set", "br0", "up")
+        for i in range(count):
+            ns, near, far = self.namespace(i), f"{self.tag}c{i}", f"{self.tag}d{i}"
+            _ip("link", "add", near, "type", "veth", "peer", "name", far)
+            _ip("link", "set", near, "netns", self.switch2)
+            _ip("link", "set", far, "netns", ns)
+            _ip("-n", self.switch2, "link", "set", near, "master", "br0", "up")
+            _ip("-n", ns, "link", "set", far, "name", "eth1")
+            _ip("-n", ns, "addr", "add", f"{self.second_address(i)}/24", "dev", "eth1")
+            _ip("-n", ns, "link", "set", "eth1", "up")
+            _ip("-n", ns, "link", "add", "docker0", "type", "bridge")
+            _ip("-n", ns, "addr", "add", "172.17.0.1/16", "dev", "docker0")
+            _ip("-n", ns, "link", "set", "docker0", "up")
+
+    def set_link(self, i: int, device: str, state: str) -> None:
+        """Host i's `device` "up" or "down"."""
+        _ip("-n", self.namespace(i), "link", "set", device, state)
+
+    def remove(self) -> None:
+        super().remove()
+        if self.switch2:
+            subprocess.run(["ip", "netns", "del", self.switch2], capture_output=True, check=False)

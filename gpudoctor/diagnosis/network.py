@@ -1,0 +1,131 @@
+"""The causes of a slow or broken network between nodes, over the findings they explain: NCCL on TCP sockets where the
+node has RDMA NICs (a setting, a missing library or plugin, a container without the devices), GPUDirect RDMA off,
+fewer NICs used than GPUs, NCCL's or gloo's sockets on an interface that is down, a bridge or the loopback, PCIe
+ACS on the path, nodes whose settings differ; on rank 0, a slow node whose traffic left on another network than
+the others'. The judges are gpudoctor/judging/network.py; each cause leads, and the low bus bandwidth, the slow
+node and the failed or timed-out workload it explains fold beneath it, as on one node."""
+
+from __future__ import annotations
+
+from gpudoctor.diagnosis import Evidence, Found
+from gpudoctor.judging import network, sockets
+from gpudoctor.model import Cause, Remediation, Status
+
+# The findings a network cause explains: the network's own checks, what NCCL's log and the NICs' state say, the
+# user's nccl-tests run, and cluster mode's measurements between nodes.
+CROSS_NODE = ("cluster.links", "cluster.allreduce", "cluster.ddp")
+SYMPTOMS = ("network.nccl", "network.interfaces", "system.nccl-env", "system.infiniband", "bench.nccl-tests")
+ACS_SOURCE = (
+    "NCCL troubleshooting, 'PCI Access Control Services (ACS)': ACS redirects peer-to-peer PCIe traffic through the "
+    "CPU root complex, which lowers bandwidth or makes NCCL hang; disable it "
+    "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html); NVIDIA/nccl issues 606, 2079"
+)
+
+
+def as_cause(found: network.NetCause, where: list[str] | None = None) -> Cause:
+    return Cause(
+        found.id,
+        found.status,
+        found.summary,
+        found.remediation,
+        where=where or [],
+        evidence=list(found.evidence),
+        source=found.source,
+    )
+
+
+def nccl_network(ev: Evidence) -> list[Found]:
+    """What NCCL's log and the node's facts show (network.causes): the first cause leads and folds the network's
+    findings and cross-node figures; each further one folds only its own check's finding."""
+    found = network.causes(ev.facts)
+    return [
+        Found(as_cause(c), fold=(*SYMPTOMS, *CROSS_NODE) if i == 0 else ("network.nccl",)) for i, c in enumerate(found)
+    ]
+
+
+def socket_interfaces(ev: Evidence) -> list[Found]:
+    """NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME on an interface the other nodes cannot reach; the status is the
+    network.interfaces check's (it knows whether the run spans nodes)."""
+    judged = next((r for r in ev.of("network.interfaces") if r.status != Status.PASS), None)
+    spans = judged is not None and judged.status == Status.FAIL
+    found = []
+    for i, problem in enumerate(sockets.interface_problems(ev.section("system"))):
+        cause = as_cause(sockets.interface_cause(problem, spans), [problem.setting])
+        found.append(Found(cause, fold=("network.interfaces", "system.nccl-env", *CROSS_NODE) if i == 0 else ()))
+    return found
+
+
+def pcie_acs(ev: Evidence) -> list[Found]:
+    """lspci's ACSCtl with SrcValid+ in a paste (the signature pcie-acs-enabled): peer-to-peer traffic between GPUs
+    and to the NICs goes through the root complex; the P2P and network findings follow from it."""
+    sightings = [s for s in ev.section("paste").get("signatures") or [] if s.get("id") == "pcie-acs-enabled"]
+    owner = next((r for r in ev.failing("health.pcie") if r.remediation), None)
+    if not sightings:
+        return []
+    cure = owner.remediation if owner else Remediation("Disable ACS on the bridges between GPUs and NICs.", [])
+    return [
+        Found(
+            Cause(
+                "pcie-acs-on",
+                Status.WARN,
+                "PCIe ACS is on between GPUs and NICs (lspci: ACSCtl SrcValid+): peer-to-peer and GPUDirect RDMA "
+                "traffic is redirected through the CPU, slow or hanging",
+                cure,
+                evidence=[f"line {s.get('line')}: {s.get('text')}" for s in sightings[:3]],
+                source=ACS_SOURCE,
+            ),
+            fold=("health.pcie", "p2p.bandwidth", "p2p.topology", "network.nccl", "bench.nccl-tests"),
+        )
+    ]
+
+
+# --- rank 0 of a cluster run ----------------------------------------------------------------------------------
+
+
+def node_paths(ev: Evidence) -> list[Found]:
+    """A node the cross-node checks named slow whose traffic left on another network than the others' (or over a
+    slow link of theirs): the transport finding of cluster.links or cluster.allreduce, as the cause."""
+    judged = [r for r in ev.of(*CROSS_NODE) if r.aspect == "transport" and r.status not in (Status.PASS, Status.SKIP)]
+    if not judged:
+        return []
+    first = judged[0]
+    bad = [row for row in first.rows if row.node and row.status != Status.PASS]
+    nodes = sorted({str(row.node) for row in bad})
+    return [
+        Found(
+            Cause(
+                "node-network-path",
+                Status.WARN,
+                f"{bad[0].node}: {bad[0].summary}" if bad else first.summary,
+                first.remediation,
+                where=nodes,
+                evidence=[f"{row.node}: {row.summary}" for row in first.rows],
+                source="torch.distributed, choosing the network interface (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME), "
+                "https://pytorch.org/docs/stable/distributed.html#choosing-the-network-interface-to-use",
+            ),
+            fold=CROSS_NODE,
+        )
+    ]
+
+
+def node_settings(ev: Evidence) -> list[Found]:
+    """Nodes whose NCCL network settings differ (each node's report: its NCCL_* environment): they connect over
+    the weaker setting, or not at all; cluster.skew's finding and the cross-node ones fold beneath it."""
+    values: dict[str, dict[str, list[str]]] = {}
+    for node in ev.nodes:
+        settings = (node.get("software") or {}).get("settings") or {}
+        for key in network.NETWORK_SETTINGS:
+            values.setdefault(key, {}).setdefault(str(settings.get(key, "unset")), []).append(str(node.get("name")))
+    differing = {key: by for key, by in values.items() if len(by) > 1}
+    if not differing:
+        return []
+    said = "; ".join(
+        f"{key}: " + ", ".join(f"{v} on {', '.join(nodes)}" for v, nodes in sorted(by.items()))
+        for key, by in differing.items()
+    )
+    cause = as_cause(network.differ(said), sorted(differing))
+    return [Found(cause, fold=("cluster.skew", *CROSS_NODE))]
+
+
+RULES = (socket_interfaces, nccl_network, pcie_acs)
+CLUSTER_RULES = (node_settings, node_paths)

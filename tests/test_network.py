@@ -1,0 +1,513 @@
+"""The network between nodes (issue 50): NCCL's log read by one reader whether pasted or captured by cluster mode
+(real logs of every fabric in tests/fixtures/pastes/fabrics and nccl, sources in their SOURCES files), the figure
+each fabric should give, the causes with their cures leading the report; and cluster mode on namespace hosts with
+two NICs each and a Docker-like bridge, where the slow link, the down interface and the bridge are named as causes
+with the setting that fixes each, and the transport measured is said."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.common import LEAN_CLUSTER, PASTES, ROOT, gpudoctor, read_alone
+from helpers.netns import HostsUnavailable, TwoNicHosts
+
+from gpudoctor.checks.network import judge_interfaces, judge_nccl
+from gpudoctor.diagnosis import Evidence, diagnose
+from gpudoctor.judging import network, sockets
+from gpudoctor.model import Result, Row, Status
+from gpudoctor.paste import nccl, read, to_snapshot
+
+FABRICS = PASTES / "fabrics"
+
+
+def snapshot(*paths: Path) -> dict[str, Any]:
+    """What `check --from` judges: every reader over the files pasted one after another."""
+    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in paths)
+    return to_snapshot("paste.txt", read(text))
+
+
+def nccl_facts(name: str) -> dict[str, Any]:
+    return read_alone(nccl.read, (FABRICS / name).read_text(encoding="utf-8")).facts.get("nccl", {})
+
+
+# --- one reader: every fabric's log, every release's format ------------------------------------------------------
+
+READ = {
+    # NCCL 2.2x + aws-ofi-nccl on p5en (8x H200): EFA through libfabric, 16 NICs (NVIDIA/nccl issue 1597)
+    "efa-libfabric-16-nics-p5en-8xh200-partial.txt": {"net": "Libfabric", "ofi_provider": "efa", "ofi_nics": 16},
+    # HPE Slingshot on Alps (GH200): aws-ofi-nccl over CXI, and the plugin missing (eth-cscs/cscs-docs PR 75)
+    "cxi-alps-using-network-aws-libfabric.txt": {"net": "AWS Libfabric"},
+    "cxi-alps-warn-network-aws-libfabric-not-found.txt": {
+        "warnings": ["Error: network AWS Libfabric not found."],
+        "no_rdma": ["network not found"],
+    },
+    # libfabric's own warning in a CloudWatch export, NCCL 2.21.5 (aws/aws-ofi-nccl issue 889)
+    "efa-2.21.5-provider-efa-empty-list-cloudwatch-partial.txt": {
+        "version": "2.21.5",
+        "cuda": "12.8",
+        "interfaces": ["eth0"],
+        "bootstrap": ["eth0"],
+        "no_rdma": ["no OFI provider"],
+    },
+    # GPUDirect RDMA off per HCA (no peer memory), and for a GPU too far from its HCA (issues 1537, 1676, 1151)
+    "ib-2.2x-roce-gdr-disabled-for-hca-peermem-loaded-partial.txt": {
+        "net": "IB",
+        "gdr_disabled": [{"hca": "mlx5_0"}, {"hca": "mlx5_1"}],
+        "interfaces": ["primaryip"],
+        "ib_devices": ["mlx5_0:1/RoCE", "mlx5_1:1/RoCE"],
+        "ranks": 16,
+    },
+    "ib-gdr-disabled-dgx-os-25.01-nvidia-peermem-nccl-2.22-partial.txt": {
+        "gdr_disabled": [{"hca": "mlx5_0"}, {"hca": "mlx5_1"}, {"hca": "mlx5_2"}],
+    },
+    "gdr-disabled-for-gpu-distance-7-gt-4-one-line.txt": {
+        "gdr_disabled": [{"gpu": "ca000", "hca": "0", "distance": 7, "limit": 4}],
+    },
+    # NCCL 2.5.7: "Ring NN : a[busId] -> b[busId] [receive] via NET/IB/0", a bridge as bootstrap (issue 392)
+    "ib-2.5.7-br0-bootstrap-roce-ring-net-ib-without-gdrdma-partial.txt": {
+        "version": "2.5.7",
+        "cuda": "10.0",
+        "trees": True,
+        "interfaces": ["br0"],
+        "bootstrap": ["br0"],
+        "ib_devices": ["mlx5_0:1/RoCE"],
+        "transports": ["NET/IB", "P2P/IPC", "SHM"],
+        "net_devices": [0],
+        "gdrdma": "off",
+        "net": "IB",
+        "plugin": "internal",
+        "channels": 2,
+    },
+    # 2.19+ "nRanks 16 nNodes 2 localRanks 8", rings over 8 channels, trees (issue 1412)
+    "ib-nnodes-2-localranks-8-channels-trees-partial.txt": {"trees": True, "channels": 8, "nodes": 2, "local_ranks": 8},
+    "socket-docker-enp67s0-no-ib-device-partial.txt": {
+        "net": "Socket",
+        "interfaces": ["enp67s0"],
+        "bootstrap": ["enp67s0"],
+        "no_rdma": ["no IB device"],
+        "plugin": "internal",
+    },
+    "socket-ib-disabled-ifname-lo-bgp-unnumbered-partial.txt": {"net": "Socket", "interfaces": ["lo"]},
+    # NCCL 2.30.7's own library on this CPU machine: its bootstrap line ("Bootstrap: Using", 2.24+), then CUDA stops it
+    "made-here-2.30.7-cpu-bootstrap-cuda-driver-insufficient.txt": {
+        "warnings": ["Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"],
+        "interfaces": ["eth0"],
+        "bootstrap": ["eth0"],
+    },
+    "efa-ofi-fi-getinfo-failed-container-without-dev-infiniband-p5.txt": {
+        "warnings": ["NET/OFI OFI fi_getinfo() call failed: No data available"],
+        "no_rdma": ["no OFI provider"],
+    },
+}
+
+
+def test_every_fabric_fixture_is_read() -> None:
+    assert sorted(p.name for p in FABRICS.glob("*.txt")) == sorted(READ)
+
+
+@pytest.mark.parametrize("name", sorted(READ))
+def test_each_fabric_log_gives_what_it_states(name: str) -> None:
+    assert nccl_facts(name) == READ[name]
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("x:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 9[1] [send] via NET/IB/3/GDRDMA", ([3], "on")),
+        ("x:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 9[1] [send] via NET/IB/3(9)/GDRDMA", ([3], "on")),
+        ("x:1:2 [0] NCCL INFO Channel 01/0 : 9[1] -> 1[1] [receive] via NET/IB/1", ([1], "off")),
+        ("x:1:2 [7] NCCL INFO Ring 00 : 7 -> 8 [send] via NET/AWS Libfabric/0", ([0], "off")),
+        ("x:1:2 [0] NCCL INFO Channel 00 : 15 -> 0 [send] via NET/Socket/0", ([0], None)),
+    ],
+)
+def test_channels_between_nodes_give_the_nic_and_gpudirect_rdma(line: str, said: tuple[list[int], str | None]) -> None:
+    """Every era's channel line (FORMATS.md): the NIC index and /GDRDMA; sockets never do GPUDirect RDMA."""
+    facts = read_alone(nccl.read, line).facts["nccl"]
+    assert (facts["net_devices"], facts.get("gdrdma")) == said
+
+
+def test_gpudirect_rdma_on_some_channels_is_partial_and_counts_channels() -> None:
+    lines = [
+        "h:1:2 [0] NCCL INFO Channel 00/32 :    0   1   2   3",
+        "h:1:2 [0] NCCL INFO 32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels",
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 9[1] [send] via NET/IB/0/GDRDMA",
+        "h:1:2 [0] NCCL INFO Channel 01/0 : 9[1] -> 1[1] [receive] via NET/IB/1",
+    ]
+    facts = read_alone(nccl.read, "\n".join(lines)).facts["nccl"]
+    assert facts["gdrdma"] == "partial" and facts["net_devices"] == [0, 1] and facts["channels"] == 32
+    assert "nccl.channels" not in read_alone(nccl.read, "\n".join(lines)).conflicts
+
+
+def test_a_plugin_loaded_after_a_name_not_found_is_the_plugin() -> None:
+    lines = [
+        "h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net-none.so. Using internal network plugin.",
+        "h:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v9)",
+        "h:1:1 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.14.0",
+    ]
+    found = read_alone(nccl.read, "\n".join(lines))
+    assert found.facts["nccl"]["plugin"] == "aws-ofi-nccl 1.14.0" and not found.conflicts
+
+
+def test_the_log_cluster_mode_captures_is_read_by_the_same_reader(tmp_path: Path) -> None:
+    """A rank's NCCL_DEBUG_FILE (checks/ranks/links.read_log): the reader's facts, the settings NCCL printed."""
+    from gpudoctor.checks.ranks.links import read_log
+
+    log = tmp_path / "nccl.1234.log"
+    text = (PASTES / "nccl" / "info-2.18.5-roce-h800-two-nodes.txt").read_text()
+    log.write_text(text)
+    said = read_log(tmp_path)
+    assert said["net"] == "IB" and said["ib_devices"] == ["mlx5_4:1/RoCE"] and said["bootstrap"] == ["enp24s0np0"]
+    assert said["settings"]["NCCL_IB_HCA"] == "mlx5_4"
+    assert not tmp_path.exists(), "the rank's log folder is removed once read"
+    assert network.choice(said).said().startswith("NET/IB (RoCE), 1 NIC")
+
+
+# --- what the fabric should give, and the causes -----------------------------------------------------------------
+
+IBSTAT = PASTES / "ibstat" / "ibstat-8x-cx7-ndr-400-ib-plus-4-cx6dx-eth-2-down-hgx-8gpu.txt"
+
+
+def test_an_ib_log_with_the_nodes_ibstat_is_judged_against_its_own_nics() -> None:
+    """NCCL over IBext (8 NICs, SHARP) beside ibstat's 8 active 400 Gb/s NDR ports: 8 x 48.5 GB/s, passing."""
+    facts = snapshot(PASTES / "nccl" / "info-2.24.3-prefix-stripped-by-user-ib-sharp-nvls.txt", IBSTAT)
+    result = judge_nccl(facts)
+    assert result.status == Status.PASS, result.summary
+    assert "NCCL chose NET/IBext_v8 (InfiniBand), 8 NICs" in result.summary
+    (chosen, best) = result.metrics
+    assert chosen.value == best.value == pytest.approx(8 * 48.5)
+    assert (
+        "8 x InfiniBand NICs, 3200 Gb/s" in chosen.reference_source
+        and "nccl-tests/issues/267" in chosen.reference_source
+    )
+
+
+IPOIB = PASTES / "network" / "info-ib-disable-set-by-environment-using-network-socket-over-ipoib-mpi-help-partial.txt"
+CAUSES = {
+    "cxi-alps-warn-network-aws-libfabric-not-found.txt": "nccl-net-setting",
+    "efa-ofi-fi-getinfo-failed-container-without-dev-infiniband-p5.txt": "nccl-ofi-no-provider",
+    "efa-2.21.5-provider-efa-empty-list-cloudwatch-partial.txt": "nccl-ofi-no-provider",
+    "ib-gdr-disabled-dgx-os-25.01-nvidia-peermem-nccl-2.22-partial.txt": "nccl-gdr-off",
+    "ib-2.2x-roce-gdr-disabled-for-hca-peermem-loaded-partial.txt": "nccl-gdr-off",
+    "gdr-disabled-for-gpu-distance-7-gt-4-one-line.txt": "nic-far-from-gpu",
+    "ib-2.5.7-br0-bootstrap-roce-ring-net-ib-without-gdrdma-partial.txt": "nccl-gdr-off",
+    # NCCL_IB_DISABLE=1 with sockets over the IPoIB interface ib0: the node has InfiniBand (nccl-tests issue 188)
+    IPOIB.name: "nccl-ib-disabled",
+}
+
+
+def test_one_node_without_libibverbs_is_no_network_cause() -> None:
+    """A one-node hang whose log also says libibverbs is missing (NVIDIA/nccl issue 257, fixed by intel_iommu=off):
+    NCCL needs no network there, so the missing library leads nothing; nor does NCCL_IB_DISABLE on one node."""
+    facts = snapshot(ROOT / "tests/fixtures/corpus/nccl-allreduce-hangs-1080ti-intel-iommu/paste.txt")
+    assert "no libibverbs" in facts["nccl"]["no_rdma"] and network.causes(facts) == []
+    assert network.causes(snapshot(FABRICS / "socket-ib-disabled-ifname-lo-bgp-unnumbered-partial.txt")) == []
+
+
+@pytest.mark.parametrize("name", sorted(CAUSES))
+def test_each_real_fault_leads_with_its_cause_and_cure(name: str) -> None:
+    """The cause of each real log, leading the diagnosis with the command that shows it and the setting or command
+    that cures it; network.nccl's finding folded beneath it."""
+    facts = snapshot(FABRICS / name if (FABRICS / name).exists() else IPOIB)
+    result = judge_nccl(facts)
+    result.check_id = "network.nccl"
+    causes = diagnose(Evidence([result], facts, live=False))
+    assert causes[0].id == CAUSES[name] and causes[0].remediation.commands, causes
+    assert result.explained_by == CAUSES[name] and result.remediation is None
+    assert causes[0].source and causes[0].evidence
+
+
+def test_gpudirect_rdma_off_with_the_module_loaded_points_at_nccl_itself() -> None:
+    """DGX OS 25.01 (issue 1676): nvidia_peermem loaded, NCCL <= 2.22.3 still finds no peer memory: upgrade NCCL."""
+    facts = snapshot(FABRICS / "ib-gdr-disabled-dgx-os-25.01-nvidia-peermem-nccl-2.22-partial.txt")
+    facts["system"]["kernel_modules"] = ["nvidia", "nvidia_peermem"]
+    (cause,) = network.causes(facts)
+    assert "nv_peer_mem" in cause.remediation.why and any("nvidia-nccl" in c for c in cause.remediation.commands)
+    facts["system"]["kernel_modules"] = ["nvidia"]
+    assert "sudo modprobe nvidia-peermem" in network.causes(facts)[0].remediation.commands[1]
+
+
+def test_sockets_where_the_node_has_rdma_ports_fail_and_say_both_figures() -> None:
+    """A socket log (NCCL_IB_DISABLE=1) beside ibstat's ports: a failure, the RDMA figure the run should reach."""
+    facts = snapshot(FABRICS / "socket-ib-disabled-ifname-lo-bgp-unnumbered-partial.txt", IBSTAT)
+    result = judge_nccl(facts)
+    assert result.status == Status.FAIL and result.summary.startswith("NCCL_IB_DISABLE=1 turns InfiniBand")
+    assert result.summary.endswith("over TCP sockets (8 active RDMA ports here)")
+    assert "~388 GB/s over InfiniBand" in result.detail
+    assert result.remediation.commands[0] == "unset NCCL_IB_DISABLE"
+
+
+def test_nccl_tests_between_nodes_with_ib_disabled_on_the_command_line_leads_with_it() -> None:
+    """nccl-tests' `-x NCCL_IB_DISABLE=1` (NVIDIA/nccl-tests issue 82): the setting leads, over the missing
+    libibverbs NCCL also printed, and bench.nccl-tests' finding folds beneath it."""
+    path = PASTES / "network" / "nccl-tests-broadcast-2-nodes-ib-disabled-failed-to-open-libibverbs-2.9.6-partial.txt"
+    (first, *_) = network.causes(snapshot(path))
+    assert first.id == "nccl-ib-disabled"
+
+
+def test_fewer_nics_used_than_the_node_has() -> None:
+    """NCCL naming 3 NICs (issue 1066) where the node's ibstat shows 8 active: the others carry nothing. The H800
+    log (issue 1052) names one NIC with NCCL_IB_HCA, for one GPU a node: all it needs."""
+    facts = snapshot(PASTES / "nccl" / "info-2.12.12-ib-roce-nvmlwrap-warn.txt", IBSTAT)
+    (cause,) = network.causes(facts)
+    assert cause.id == "nccl-nics-unused" and "NCCL uses 3 of the 8 RDMA NICs here" in cause.summary
+    one_gpu = snapshot(PASTES / "nccl" / "info-2.18.5-roce-h800-two-nodes.txt", IBSTAT)
+    assert network.gpus_per_node(one_gpu) == 1 and network.causes(one_gpu) == []
+
+
+def test_nics_shared_by_gpus_where_the_node_has_no_more() -> None:
+    facts = {"nccl": {"net": "IB", "ib_devices": ["mlx5_0:1/IB", "mlx5_1:1/IB"], "local_ranks": 8}}
+    (cause,) = network.causes(facts)
+    assert cause.id == "nccl-nics-shared" and "2 NICs for 8 GPUs a node" in cause.summary
+
+
+def test_settings_that_differ_between_the_nodes_of_a_log_are_a_cause() -> None:
+    lines = [
+        "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.",
+        "b:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
+    ]
+    facts = to_snapshot("log", read("\n".join(lines)))
+    ids = [c.id for c in network.causes(facts)]
+    assert "nccl-settings-differ" in ids
+
+
+def test_a_container_without_dev_infiniband_on_a_node_with_rdma_ports() -> None:
+    facts = snapshot(IBSTAT)
+    facts["system"].update(container="docker", rdma_devices=[])
+    (cause,) = network.causes(facts)
+    assert cause.id == "rdma-devices-hidden" and cause.status == Status.FAIL
+    assert any("--device=/dev/infiniband" in c for c in cause.remediation.commands)
+
+
+def test_socket_figure_from_the_interface_speed() -> None:
+    """NCCL on sockets over a 25 Gb/s interface: 60 % of its line rate (NVIDIA/nccl issue 209)."""
+    facts = snapshot(FABRICS / "socket-docker-enp67s0-no-ib-device-partial.txt")
+    facts["system"]["links"] = [{"name": "enp67s0", "up": True, "speed_mbps": 25000}]
+    found = network.fabric(facts)
+    assert found.expected_chosen.value == pytest.approx(25 / 8 * 0.6)
+    assert "issue 209" in found.expected_chosen.source
+
+
+def test_every_fabric_has_its_published_share_or_says_none() -> None:
+    assert network.fabric_share("ib")[0] == pytest.approx(48.5 / 50)
+    assert 0.5 < network.fabric_share("efa")[0] < 0.9 and "ml-engineering" in network.fabric_share("efa")[1]
+    assert network.fabric_share("cxi") is None and network.fabric_share("tcpx") is None
+    assert network.fabric_of("GPUDirectTCPX_v7", {}) == "tcpx" and network.fabric_of("IBext_v8", {}) == "ib"
+
+
+def test_a_pasted_log_leads_the_report_with_its_cause() -> None:
+    """`gpudoctor check --from` a real log: the cause first, with its cure, exit code 1 for a failure."""
+    proc = gpudoctor("check", "--from", str(FABRICS / "cxi-alps-warn-network-aws-libfabric-not-found.txt"), "--json")
+    report = json.loads(proc.stdout)
+    assert report["causes"][0]["id"] == "nccl-net-setting" and proc.returncode == 1
+    assert "unset NCCL_NET  # or load the plugin" in report["causes"][0]["remediation"]["commands"]
+    checks = {c["check_id"]: c for c in report["checks"]}
+    assert checks["network.nccl"]["explained_by"] == "nccl-net-setting"
+
+
+# --- the interfaces the socket settings name ----------------------------------------------------------------------
+
+
+def system_with(env: dict[str, str]) -> dict[str, Any]:
+    return {
+        "env": env,
+        "links": [
+            {"name": "docker0", "up": True, "virtual": True, "bridge": True, "bridge_physical": False},
+            {"name": "eth0", "up": True, "virtual": False, "bridge": False},
+            {"name": "eth1", "up": False, "virtual": False, "bridge": False},
+            {"name": "br0", "up": True, "virtual": True, "bridge": True, "bridge_physical": True},
+            {"name": "lo", "up": True, "virtual": True, "bridge": False},
+        ],
+        "interface_addresses": [
+            {"name": "docker0", "address": "172.17.0.1", "up": True},
+            {"name": "eth0", "address": "10.0.0.5", "up": True},
+            {"name": "br0", "address": "10.1.0.5", "up": True},
+            {"name": "lo", "address": "127.0.0.1", "up": True},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"NCCL_SOCKET_IFNAME": "docker0"}, "docker0, which is a container or VM bridge"),
+        ({"NCCL_SOCKET_IFNAME": "=docker0"}, "docker0, which is a container or VM bridge"),
+        ({"GLOO_SOCKET_IFNAME": "eth1"}, "eth1, which is down"),
+        ({"NCCL_SOCKET_IFNAME": "lo"}, "lo, which is the loopback interface"),
+        ({"NCCL_SOCKET_IFNAME": "^eth,br,docker"}, "lo, which is the loopback interface"),
+    ],
+)
+def test_a_socket_setting_on_an_unreachable_interface_names_the_one_to_use(env: dict[str, str], problem: str) -> None:
+    result = judge_interfaces(system_with(env), spans_nodes=True)
+    assert result.status == Status.FAIL and problem in result.summary and "eth0 can carry it" in result.summary
+    setting = next(iter(env))
+    assert f"export {setting}=eth0" in result.remediation.commands
+
+
+@pytest.mark.parametrize(
+    "env", [{"NCCL_SOCKET_IFNAME": "eth0"}, {"GLOO_SOCKET_IFNAME": "br0"}, {"NCCL_SOCKET_IFNAME": "eth,docker"}]
+)
+def test_a_bridge_over_a_physical_nic_and_a_good_interface_pass(env: dict[str, str]) -> None:
+    assert judge_interfaces(system_with(env)).status == Status.PASS
+
+
+def test_no_socket_setting_is_skipped_and_one_node_only_warns() -> None:
+    assert judge_interfaces(system_with({})).status == Status.SKIP
+    assert judge_interfaces(system_with({"NCCL_SOCKET_IFNAME": "docker0"})).status == Status.WARN
+
+
+# --- what carried cluster mode's workloads ------------------------------------------------------------------------
+
+
+def gloo(interface: str, address: str, networks: dict[str, list[str]]) -> dict[str, Any]:
+    nets = {name: {"up": True, "cidrs": cidrs} for name, cidrs in networks.items()}
+    return {"backend": "gloo", "interface": interface, "address": address, "networks": nets}
+
+
+def two_nets(i: int) -> dict[str, list[str]]:
+    return {"eth0": [f"10.0.0.{i}/24"], "eth1": [f"10.1.0.{i}/24"]}
+
+
+def test_a_slow_node_on_another_network_is_told_the_interface_to_use() -> None:
+    per_node = {
+        "a": gloo("eth0", "10.0.0.1", two_nets(1)),
+        "b": gloo("eth0", "10.0.0.2", two_nets(2)),
+        "c": gloo("eth1", "10.1.0.3", two_nets(3)),
+    }
+    said = sockets.judge_transport(per_node, {"c"})
+    assert said.status == Status.WARN and said.aspect == "transport"
+    assert said.summary.startswith("c: its traffic left on eth1 (10.1.0.0/24), not on 10.0.0.0/24")
+    assert said.detail == "measured over gloo over TCP on eth0 (a, b), eth1 (c)"
+    assert "export GLOO_SOCKET_IFNAME=eth0  # on c" in said.remediation.commands
+    same = sockets.judge_transport({**per_node, "c": gloo("eth0", "10.0.0.3", two_nets(3))}, {"c"})
+    assert "the link itself is slow" in same.summary and "ethtool eth0  # on c" in same.remediation.commands
+    assert sockets.judge_transport(per_node, set()).status == Status.PASS
+
+
+def test_an_nccl_node_on_sockets_beside_rdma_nodes_is_named() -> None:
+    ib = {"backend": "nccl", "networks": {}, "nccl": {"net": "IB", "ib_devices": ["mlx5_0:1/IB"], "gdrdma": "on"}}
+    socket = {"backend": "nccl", "networks": {}, "nccl": {"net": "Socket"}}
+    said = sockets.judge_transport({"a": ib, "b": ib, "c": socket}, set())
+    assert said.status == Status.WARN
+    assert said.summary.startswith("c: NCCL over NET/Socket (TCP sockets), where the other nodes use InfiniBand")
+
+
+def test_a_transport_another_node_sent_is_checked_for_its_shape() -> None:
+    assert sockets.transport_of({"backend": "mpi"}) is None and sockets.transport_of("eth0") is None
+    said = sockets.transport_of(
+        {"backend": "gloo", "interface": "x" * 500, "networks": {"eth0": {"cidrs": ["1"] * 99}}}
+    )
+    assert len(said["interface"]) == 64 and len(said["networks"]["eth0"]["cidrs"]) == 16
+
+
+def test_rank_0_leads_with_the_slow_nodes_network_path() -> None:
+    transport = sockets.judge_transport(
+        {"a": gloo("eth0", "10.0.0.1", two_nets(1)), "b": gloo("eth0", "10.0.0.2", two_nets(2)),
+         "c": gloo("eth1", "10.1.0.3", two_nets(3))},
+        {"c"},
+    )  # fmt: skip
+    transport.check_id = "cluster.links"
+    links = Result(Status.FAIL, "c slow", rows=[Row(Status.FAIL, "slow", node="c")], check_id="cluster.links")
+    causes = diagnose(Evidence([links, transport], {}, nodes=[{"name": "a"}, {"name": "c"}]))
+    assert causes[0].id == "node-network-path" and causes[0].where == ["c"]
+    assert links.explained_by == "node-network-path"
+
+
+# --- cluster mode on namespace hosts -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    try:
+        made = TwoNicHosts(3)
+    except HostsUnavailable as exc:
+        pytest.skip(str(exc))
+    yield made
+    made.remove()
+
+
+def run_cluster(hosts: TwoNicHosts, tmp_path: Path, args: list[str], env: dict[int, dict[str, str]]) -> dict:
+    """gpudoctor on every host with the environment srun gives (tests/test_cluster.py's way); rank 0's report."""
+    config = tmp_path / "cluster.toml"
+    config.write_text(LEAN_CLUSTER)
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = []
+    for i, name in enumerate(hosts.names):
+        node_env = {
+            **os.environ,
+            "NO_COLOR": "1",
+            "SLURM_PROCID": str(i),
+            "SLURM_STEP_NUM_TASKS": str(len(hosts.names)),
+            "SLURM_STEP_NUM_NODES": str(len(hosts.names)),
+            "SLURM_STEP_NODELIST": f"node-[0-{len(hosts.names) - 1}]",
+            "SLURM_JOB_ID": "5050",
+            "SLURM_STEP_ID": "0",
+            "SLURMD_NODENAME": name,
+            **env.get(i, {}),
+        }
+        argv = [str(Path(sys.executable).with_name("gpudoctor")), "check", *args, "--config", str(config)]
+        argv += ["--json", "-o", str(out / "{node}.json")]
+        procs.append(hosts.start(i, argv, node_env, tmp_path / f"{name}.log"))
+    for proc in procs:
+        proc.wait(timeout=300)
+    reports = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    logs = {p.name: p.read_text()[-1500:] for p in tmp_path.glob("*.log")}
+    return next((r for r in reports if "cluster" in r), {"logs": logs})
+
+
+@pytest.mark.hosts
+def test_cluster_mode_names_the_bridge_and_the_down_interface_with_the_setting_to_use(hosts, tmp_path: Path) -> None:
+    """node-0's NCCL_SOCKET_IFNAME on docker0 (a bridge, 172.17.0.1 on every host), node-1's GLOO_SOCKET_IFNAME on
+    its eth1, which is down: each is named by rank 0 as that node's cause, with the export that fixes it."""
+    hosts.set_link(1, "eth1", "down")
+    try:
+        env = {
+            0: {"NCCL_SOCKET_IFNAME": "docker0", "GLOO_SOCKET_IFNAME": "eth0"},
+            1: {"GLOO_SOCKET_IFNAME": "eth1"},
+            2: {"GLOO_SOCKET_IFNAME": "eth0"},
+        }
+        leader = run_cluster(hosts, tmp_path, ["--only", "cluster.nodes", "network.interfaces"], env)
+    finally:
+        hosts.set_link(1, "eth1", "up")
+    causes = {c["id"]: c for c in leader["causes"]}
+    bridge = causes["node-0:socket-interface-unreachable"]
+    assert (
+        "NCCL_SOCKET_IFNAME='docker0' puts NCCL's sockets on docker0, which is a container or VM bridge"
+        in (bridge["summary"])
+    )
+    assert "export NCCL_SOCKET_IFNAME=eth0" in bridge["remediation"]["commands"]
+    down = causes["node-1:socket-interface-down"]
+    assert "GLOO_SOCKET_IFNAME='eth1'" in down["summary"] and "which is down" in down["summary"]
+    assert "export GLOO_SOCKET_IFNAME=eth0" in down["remediation"]["commands"]
+    assert leader["cluster"]["failed_nodes"] == ["node-0", "node-1"]
+
+
+@pytest.mark.hosts
+def test_cluster_mode_says_the_transport_and_names_the_slow_link_with_what_shows_it(hosts, tmp_path: Path) -> None:
+    """node-2's eth0 limited to 100 Mbit/s both ways, every node's gloo on eth0: cluster.links names node-2 slow,
+    says what carried it (gloo over TCP on eth0), and the cause leads: node-2's link itself is slow, with the
+    commands that show it (tc shows the shaper) and, as the other way, eth1's network, which every node shares."""
+    hosts.limit(2, "100mbit")
+    env = {i: {"GLOO_SOCKET_IFNAME": "eth0"} for i in range(3)}
+    leader = run_cluster(hosts, tmp_path, ["--only", "cluster.links"], env)
+    checks = {c["check_id"] + (":" + c["aspect"] if c["aspect"] else ""): c for c in leader["checks"]}
+    links, transport = checks["cluster.links"], checks["cluster.links:transport"]
+    assert "measured over gloo over TCP on eth0" in links["detail"]
+    assert leader["cluster"]["failed_nodes"] == ["node-2"], [(r["node"], r["summary"]) for r in links["rows"]]
+    assert [r["node"] for r in transport["rows"] if r["status"] == "warn"] == ["node-2"]
+    cause = leader["causes"][0]
+    assert cause["id"] == "node-network-path" and cause["where"] == ["node-2"], cause
+    assert (
+        cause["summary"].startswith("node-2: slow over eth0 (10.213.") and "the link itself is slow" in cause["summary"]
+    )
+    assert "tc qdisc show dev eth0  # on node-2" in cause["remediation"]["commands"]
+    moved = cause["remediation"]["instead"]["commands"][0]
+    assert (
+        moved.startswith("export GLOO_SOCKET_IFNAME=eth1 NCCL_SOCKET_IFNAME=eth1  # on node-2") and "10.214." in moved
+    )
+    assert links["explained_by"] == "node-network-path"
