@@ -129,7 +129,7 @@ class Slurm:
         self.procs.append(self.hosts.start(0, ["slurmctld", "-D", "-i"], env, folder / "slurmctld.out"))
         for i, name in enumerate(self.hosts.names):
             self.procs.append(self._slurmd(i, name, env))
-        self.wait_for(lambda states: all(s.startswith(UP) for s in states.values()), "every node up", 40)
+        self.wait_for(lambda states: all(s.startswith(UP) for s in states.values()), "every node up", 300)
 
     def _slurmd(self, i: int, name: str, env: dict[str, str]) -> subprocess.Popen[str]:
         """slurmd in host i's network namespace only (the host's /sys, which has the cgroup filesystem slurmd
