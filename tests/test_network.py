@@ -511,3 +511,34 @@ def test_cluster_mode_says_the_transport_and_names_the_slow_link_with_what_shows
         moved.startswith("export GLOO_SOCKET_IFNAME=eth1 NCCL_SOCKET_IFNAME=eth1  # on node-2") and "10.214." in moved
     )
     assert links["explained_by"] == "node-network-path"
+
+
+def test_a_gpu_whose_nearest_nic_is_across_the_cpu_is_named_where_its_neighbours_have_one_beside_them() -> None:
+    """`topo -m` (the reader's shape: NVML's levels, 10 PIX .. 50 SYS) of a node with RDMA ports: GPU 1's nearest
+    NIC is NODE (through the CPU) while GPU 0 has one on its switch; a board where no GPU has one is its layout."""
+    facts = snapshot(IBSTAT)
+    nics = [
+        {"name": "NIC0", "device": "mlx5_0", "levels": [10, 40]},
+        {"name": "NIC1", "device": "mlx5_1", "levels": [50, 50]},
+    ]
+    facts["nvml"] = {"topology": {"indexes": [0, 1], "nics": nics}, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    (cause,) = network.causes(facts)
+    assert cause.id == "nic-far-from-gpu" and "GPU 1 / HCA mlx5_0: distance NODE > PXB" in cause.summary
+    nics[0]["levels"] = [40, 40]
+    assert network.causes(facts) == []
+    facts["nvml"]["gpus"] = [{"name": "NVIDIA GH200 480GB"}]
+    nics[0]["levels"] = [10, 50]
+    assert network.causes(facts) == [], "a Grace board reaches its NICs over C2C, which topo -m shows as SYS"
+
+
+def test_nccl_bootstrapping_on_docker0_between_nodes_is_named_from_its_log() -> None:
+    lines = [
+        "a:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>",
+        "a:1:2 [0] NCCL INFO Channel 00 : 1[1000] -> 0[1000] [receive] via NET/Socket/0",
+    ]
+    facts = to_snapshot("log", read("\n".join(lines)))
+    causes = diagnose(Evidence([], facts, live=False))
+    assert causes[0].id == "socket-interface-unreachable" and causes[0].status == Status.FAIL
+    assert causes[0].summary.startswith("NCCL's log shows it on docker0 (NCCL_SOCKET_IFNAME unset)")
+    one_node = to_snapshot("log", read(lines[0]))
+    assert diagnose(Evidence([], one_node, live=False)) == []

@@ -44,12 +44,16 @@ def nccl_network(ev: Evidence) -> list[Found]:
 
 
 def socket_interfaces(ev: Evidence) -> list[Found]:
-    """NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME on an interface the other nodes cannot reach; the status is the
-    network.interfaces check's (it knows whether the run spans nodes)."""
+    """NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME on an interface the other nodes cannot reach (the status is the
+    network.interfaces check's: it knows whether the run spans nodes); else, between nodes, the loopback or a
+    bridge NCCL's log says it used."""
     judged = next((r for r in ev.of("network.interfaces") if r.status != Status.PASS), None)
     spans = judged is not None and judged.status == Status.FAIL
+    problems = sockets.interface_problems(ev.section("system"))
+    if not problems and network.between_nodes(ev.facts, network.fabric(ev.facts)):
+        problems, spans = sockets.logged_problems(ev.facts), True  # what NCCL's log says it used, between nodes
     found = []
-    for i, problem in enumerate(sockets.interface_problems(ev.section("system"))):
+    for i, problem in enumerate(problems):
         cause = as_cause(sockets.interface_cause(problem, spans), [problem.setting])
         found.append(Found(cause, fold=("network.interfaces", "system.nccl-env", *CROSS_NODE) if i == 0 else ()))
     return found

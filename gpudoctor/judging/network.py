@@ -465,7 +465,39 @@ def gdr_off(facts: dict[str, Any], found: Fabric) -> list[NetCause]:
         return [too_far(far)]
     if found.chosen and found.chosen.gdr == "off" and found.chosen.fabric in ("ib", "roce"):
         return [no_peer_memory(facts, [])]
-    return []
+    apart = far_in_topology(facts)
+    return [too_far(apart)] if apart and between_nodes(facts, found) else []
+
+
+# NVML's topology levels as `topo -m` names them (nvmlGpuTopologyLevel_t); NCCL takes GPUDirect RDMA within PXB
+# (src/graph/paths.cc, PATH_PXB). Grace boards reach their NICs over NVLink-C2C, which topo -m shows as SYS.
+LEVELS = {10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+GDR_WITHIN = 20
+GRACE = ("GH200", "GB200", "GB300")
+
+
+def far_in_topology(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPUs whose nearest NIC in `topo -m` (or NVML's topology) is beyond a PCIe switch (PHB, NODE, SYS: through the
+    CPU or the other socket) on a board where another GPU has one beside it; as the log's lines say them."""
+    nvml = facts.get("nvml") or {}
+    topology, gpus = nvml.get("topology") or {}, nvml.get("gpus") or []
+    if any(any(g in str(gpu.get("name") or "") for g in GRACE) for gpu in gpus):
+        return []
+    nics = [n for n in topology.get("nics") or [] if isinstance(n, dict) and isinstance(n.get("levels"), list)]
+    nearest = []
+    for position, index in enumerate(topology.get("indexes") or []):
+        known = [(n["levels"][position], n) for n in nics if position < len(n["levels"])]
+        known = [(level, n) for level, n in known if level in LEVELS]
+        if known:
+            level, nic = min(known, key=lambda pair: pair[0])
+            nearest.append((index, level, nic))
+    if not any(level <= GDR_WITHIN for _, level, _ in nearest):
+        return []  # no GPU has a NIC beside it: the board's own layout, not one GPU's
+    return [
+        {"gpu": f"GPU {index}", "hca": nic.get("device") or nic.get("name"), "distance": LEVELS[level], "limit": "PXB"}
+        for index, level, nic in nearest
+        if level > GDR_WITHIN
+    ]
 
 
 def gdr_level(level: str) -> NetCause:
@@ -526,7 +558,9 @@ def no_peer_memory(facts: dict[str, Any], module: list[dict[str, Any]]) -> NetCa
 
 def too_far(far: list[dict[str, Any]]) -> NetCause:
     first = far[0]
-    said = f"GPU {first.get('gpu')} / HCA {first.get('hca')}: distance {first.get('distance')} > {first.get('limit')}"
+    gpu = str(first.get("gpu"))
+    said = f"{gpu if gpu.startswith('GPU') else 'GPU ' + gpu} / HCA {first.get('hca')}: distance "
+    said += f"{first.get('distance')} > {first.get('limit')}" + (f", and {len(far) - 1} more" if len(far) > 1 else "")
     return NetCause(
         "nic-far-from-gpu",
         Status.WARN,
@@ -538,7 +572,7 @@ def too_far(far: list[dict[str, Any]]) -> NetCause:
             "(NCCL's maintainers: it may not be faster when the data crosses the CPU).",
             ["nvidia-smi topo -m", "export NCCL_NET_GDR_LEVEL=SYS  # only to compare: measure both"],
         ),
-        [f"GPU Direct RDMA Disabled for {said}"],
+        [said],
         "NVIDIA/nccl issue 1151 (sjeaugey, 2024-01-19: 'You may force the use of GPU Direct RDMA setting "
         "NCCL_NET_GDR_LEVEL=SYS, but it may not give you better performance if the NIC and GPU are not on the same "
         "PCI switch'); src/graph/paths.cc ncclTopoCheckGdr",

@@ -108,19 +108,33 @@ def interface_problems(system: dict[str, Any]) -> list[Interface]:
     return found
 
 
+def logged_problems(facts: dict[str, Any]) -> list[Interface]:
+    """The interface NCCL's log says its bootstrap (else its sockets) used, where it is the loopback or a container
+    or VM bridge: NCCL's own choice (NCCL_SOCKET_IFNAME unset: nothing else was up) or the setting's."""
+    nccl = facts.get("nccl") or {}
+    value = str(((facts.get("system") or {}).get("env") or {}).get("NCCL_SOCKET_IFNAME") or "")
+    for name in [str(n) for n in nccl.get("bootstrap") or nccl.get("interfaces") or []]:
+        if name.startswith("lo"):
+            return [Interface("NCCL_SOCKET_IFNAME", value, name, "the loopback interface", None)]
+        if name.startswith(PRIVATE_BRIDGES):
+            problem = "a container or VM bridge (a private network other nodes cannot reach)"
+            return [Interface("NCCL_SOCKET_IFNAME", value, name, problem, None)]
+    return []
+
+
 def interface_cause(problem: Interface, spans_nodes: bool) -> NetCause:
     down = problem.problem == "down"
     status = Status.FAIL if down or spans_nodes else Status.WARN
     effect = "NCCL" if problem.setting.startswith("NCCL") else "torch.distributed's gloo backend"
     said = f"{problem.setting}={problem.value!r} puts {effect}'s sockets on {problem.name}, which is {problem.problem}"
+    if not problem.value:
+        said = f"NCCL's log shows it on {problem.name} ({problem.setting} unset), which is {problem.problem}"
 
     def built() -> list[Command]:
-        commands = [literal("ip -brief addr")]
+        made = [literal("ip -brief addr")]
         if problem.instead:
-            commands.append(
-                command("export {variable}={interface}", variable=problem.setting, interface=problem.instead)
-            )
-        return commands
+            made.append(command("export {variable}={interface}", variable=problem.setting, interface=problem.instead))
+        return made
 
     instead = f"; {problem.instead} can carry it" if problem.instead else ""
     return NetCause(
