@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpudoctor.command import command
 from gpudoctor.context import Options
 from gpudoctor.engine.runner import SelectionError, select
 from gpudoctor.model import Result, Row, Status, from_rows
@@ -49,7 +50,7 @@ def test_rows_summary_names_bad_gpus_and_fills_commands() -> None:
     from gpudoctor.model import Remediation
 
     rows = [Row(Status.PASS, "ok", index=0), Row(Status.FAIL, "broken", index=1), Row(Status.WARN, "meh", index=2)]
-    result = from_rows(rows, "fine", Remediation("why", ["fix -i <GPU>"]))
+    result = from_rows(rows, "fine", Remediation("why", [command("fix -i {gpu}")]))
     assert result.status == Status.FAIL
     assert result.summary == "GPU 1: broken; GPU 2: meh"
     assert result.remediation.commands == ["fix -i 1,2"]

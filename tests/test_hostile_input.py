@@ -227,7 +227,7 @@ def test_the_other_prom_files_scan_skips_fifos_devices_and_giants(tmp_path: Path
 def test_an_nccl_switch_is_read_as_nccl_reads_it() -> None:
     """NCCL parses its integer variables with strtoll(str, NULL, 0): `banana` is 0, P2P stays on; `0x1` is 1."""
     from gpudoctor.checks.system import judge_nccl_env
-    from gpudoctor.judging.expect import nccl_int
+    from gpudoctor.judging.routes import nccl_int
 
     assert [nccl_int(v) for v in ("1", "0", "banana", "0x1", " 2", "1abc", "010", "", None)] == [
         1,

@@ -22,6 +22,9 @@ GOOD = {
     "node": "gpu-node-01",
     "word": "libcudnn.so.9",
     "script": "train.py",
+    "gpus": "0,3",
+    "numbers": "12,34",
+    "nodes": "node-a,node-b",
 }
 UNICODE_DIGITS = {"²": "2", "１": "1", "٣": "3", "𝟘": "0"}  # superscript, fullwidth, Arabic-Indic, mathematical
 

@@ -129,9 +129,18 @@ def read_text(found: Found, diag: Diag) -> None:
 
 
 def continues(text: str) -> bool:
-    """A line of the box: a rule ("+----+----+", "+====+"), a category bar, or a row of two cells; another
-    table's rows end it."""
-    return bool(RULE.match(text) or CATEGORY.match(text)) or row(text) is not None
+    """A line of the box: a rule ("+----+----+", "+====+"), a category bar, or a row of two cells, in the box's
+    own columns or, where a paste lost them, holding what a diagnostic prints (a result, a labelled message, a
+    metadata field); another table's rows (a log viewer's `| time | message |` lines) end it."""
+    if RULE.match(text) or CATEGORY.match(text):
+        return True
+    cells = row(text)
+    if cells is None:
+        return False
+    label, value, intact = cells
+    shown = value.strip()
+    said = RESULT.match(shown) or LISTED.match(shown) or ENTITY.match(shown) or LABEL.match(label)
+    return intact or bool(said) or label in METADATA or not label
 
 
 def opens_box(text: str) -> bool:
