@@ -19,7 +19,10 @@ from typing import Any
 from gpudoctor.config import LARGEST, PER_CHECK_COMMON, value_range
 from gpudoctor.registry import CheckSpec, discover
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+# This checkout's docs where gpudoctor runs from one (an editable install), else the current folder's: installed
+# from a wheel, the package has no docs beside it (run it from the checkout's root).
+BESIDE = Path(__file__).resolve().parents[1] / "docs"
+DOCS = BESIDE if BESIDE.is_dir() else Path("docs")
 COMMAND = "python -m gpudoctor.docgen"
 MIB = 2**20
 # The reference training run's settings, which ddp.train and cluster.ddp both declare.
