@@ -3,7 +3,8 @@ built to be slow, each judged whole by the real command in its own process.
 
 Each case is written to a file of --mb megabytes: a reader family's samples (tests/fixtures/pastes/<family>,
 repeated to the size) or a hostile shape (a line repeated: lines of two bytes, one line with no newline, lines
-every reader takes a first look at, the shapes that once made a reader quadratic). It prints, per case, the
+every reader takes a first look at, the shapes that once made a reader quadratic, some closed by a tail written
+last). It prints, per case, the
 wall seconds of the whole command (start-up, reading, judging, the JSON report), s/MB, the peak resident memory
 (the child's own maxrss) and its ratio to the input, and the exit code (0/1 judged; 2 refused in one line).
 
@@ -23,8 +24,8 @@ from pathlib import Path
 
 PASTES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "pastes"
 
-# name -> (a head written once, a piece repeated to the size)
-HOSTILE = {
+# name -> (a head written once, a piece repeated to the size[, a tail written last])
+HOSTILE: dict[str, tuple[str, ...]] = {
     "2-byte lines": ("", "a\n"),
     "1-byte lines": ("", "\n"),
     "one line": ("", "x"),
@@ -41,35 +42,41 @@ HOSTILE = {
         "PyTorch version: 2.{n}.0\nIs CUDA available: True\nCUDA used to build PyTorch: 12.1\n",
     ),
     "digit runs": ("Xid (PCI:0000:3b:00): ", "9" * 5000 + " "),
+    # issue 47: one long line, each once quadratic (80 KB: seconds)
+    "cuDNN candidates unclosed": ("", "Unable to load any of {libcudnn"),
+    "libtorch names": ("cannot open shared object file ", "libtorch_"),
+    "row starts without fields": ("# nThread 1 nGpus 1\n", "1[1]1[1]Ax"),
+    "nvbandwidth JSON hosts": ('{\n"nvbandwidth": {"GPU Device list": ["0: ', "x: (", '"]}}\n'),
 }
 
 
-def cases(only: set[str]) -> Iterator[tuple[str, str, str]]:
-    """(name, head, piece) for each family of samples and each hostile shape."""
+def cases(only: set[str]) -> Iterator[tuple[str, str, str, str]]:
+    """(name, head, piece, tail) for each family of samples and each hostile shape."""
     for family in sorted(p for p in PASTES.iterdir() if p.is_dir()):
         if not only or family.name in only:
             files = sorted(f for f in family.rglob("*") if f.is_file())
-            yield family.name, "", "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files) + "\n"
-    for name, (head, piece) in HOSTILE.items():
+            text = "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files) + "\n"
+            yield family.name, "", text, ""
+    for name, (head, piece, *tail) in HOSTILE.items():
         if not only or name in only:
-            yield name, head, piece
+            yield name, head, piece, "".join(tail)
 
 
-def built(head: str, piece: str, size: int) -> str:
+def built(head: str, piece: str, size: int, tail: str = "") -> str:
     """The case as text of about `size` characters; `{n}` in a piece counts its repetitions."""
     if "{n}" not in piece:
-        return head + piece * max(1, (size - len(head)) // len(piece))
+        return head + piece * max(1, (size - len(head) - len(tail)) // len(piece)) + tail
     parts, length, n = [head], len(head), 0
     while length < size:
         parts.append(piece.replace("{n}", str(n)))
         length += len(parts[-1])
         n += 1
-    return "".join(parts)
+    return "".join(parts) + tail
 
 
-def written(folder: Path, name: str, head: str, piece: str, size: int) -> Path:
+def written(folder: Path, name: str, head: str, piece: str, size: int, tail: str = "") -> Path:
     path = folder / (name.replace(" ", "-").replace(":", "") + ".txt")
-    path.write_text(built(head, piece, size), encoding="utf-8")
+    path.write_text(built(head, piece, size, tail), encoding="utf-8")
     return path
 
 
@@ -91,8 +98,8 @@ def main() -> None:
     size = int(args.mb * 2**20)
     print(f"{'case':26} {'MB':>5} {'s':>6} {'s/MB':>5} {'peak MB':>8} {'peak/in':>7} exit")
     with tempfile.TemporaryDirectory() as folder:
-        for name, head, piece in cases(set(args.only)):
-            path = written(Path(folder), name, head, piece, size)
+        for name, head, piece, tail in cases(set(args.only)):
+            path = written(Path(folder), name, head, piece, size, tail)
             megabytes = path.stat().st_size / 2**20
             seconds, peak_kib, code = judged(path)
             peak = peak_kib / 1024

@@ -45,9 +45,9 @@ def read(text: str) -> None:
         inputs.pasted_text("case.txt", text.encode())
 
 
-def grew(head: str, piece: str) -> float:
+def grew(head: str, piece: str, tail: str) -> float:
     """How many times the work on SIZE characters of the case is the work on SIZE / K."""
-    return growth(read, READERS.built(head, piece, SIZE // K), READERS.built(head, piece, SIZE))
+    return growth(read, READERS.built(head, piece, SIZE // K, tail), READERS.built(head, piece, SIZE, tail))
 
 
 def test_a_quadratic_reader_is_caught() -> None:
@@ -64,16 +64,16 @@ def test_a_quadratic_reader_is_caught() -> None:
     assert growth(lambda text: set(text.split("\n")), small, large) < LINEAR
 
 
-@pytest.mark.parametrize("name, head, piece", HOSTILE)
-def test_each_hostile_shape_is_read_in_linear_time(name: str, head: str, piece: str) -> None:
-    times = grew(head, piece)
+@pytest.mark.parametrize("name, head, piece, tail", HOSTILE)
+def test_each_hostile_shape_is_read_in_linear_time(name: str, head: str, piece: str, tail: str) -> None:
+    times = grew(head, piece, tail)
     assert times < LINEAR, f"{name}: {times:.0f} times the work on {K} times the input"
 
 
 @pytest.mark.slow  # the hostile shapes above are built to be slow; each family's own readers are tested on its samples
-@pytest.mark.parametrize("name, head, piece", FAMILIES)
-def test_each_family_of_samples_is_read_in_linear_time(name: str, head: str, piece: str) -> None:
-    times = grew(head, piece)
+@pytest.mark.parametrize("name, head, piece, tail", FAMILIES)
+def test_each_family_of_samples_is_read_in_linear_time(name: str, head: str, piece: str, tail: str) -> None:
+    times = grew(head, piece, tail)
     assert times < LINEAR, f"{name}: {times:.0f} times the work on {K} times the input"
 
 

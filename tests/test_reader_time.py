@@ -17,7 +17,7 @@ from helpers.growth import LINEAR, REPEATS, K, growth
 
 import gpudoctor.facts
 import gpudoctor.paste
-from gpudoctor.paste import signatures
+from gpudoctor.paste import nccl_tests, nvbandwidth, signatures
 from gpudoctor.paste.found import Found
 
 LENGTH = 20_000  # characters of filler in the longer line: a quadratic search is about 2e8 steps here (0.45 s)
@@ -168,3 +168,35 @@ def test_a_pattern_that_runs_over_newlines_is_caught() -> None:
 def test_every_whole_text_pattern_is_linear_over_many_lines(name: str, pattern: re.Pattern[str]) -> None:
     grew, piece = steepest_over_lines(pattern)
     assert grew < LINEAR, f"{name}: {grew:.0f} times the work on lines of {piece!r}, {K} times as many"
+
+
+# Lines built from a whole match's start, not from one piece of it: a pattern's head and a long run after it that
+# its unbounded repeat scanned to the end from every start (issue 47: each was quadratic, 80 KB in seconds).
+# name -> (the pattern, a lead written once, the piece repeated)
+JOINED = {
+    "libcudnn-not-found: candidates never closed": (
+        lambda: signatures.table()["libcudnn-not-found"].pattern,
+        "libcudnn ",
+        "Unable to load any of {libcudnn",
+    ),
+    "cuda-library-not-found: libtorch words": (
+        lambda: signatures.table()["cuda-library-not-found"].pattern,
+        "cannot open shared object file ",
+        "libtorch_",
+    ),
+    "cuda-library-not-found: libc10 words": (
+        lambda: signatures.table()["cuda-library-not-found"].pattern,
+        "cannot open shared object file ",
+        "libc10",
+    ),
+    "nccl_tests.TAKEN: row starts with no field after": (lambda: nccl_tests.TAKEN, "", "1[1]1[1]Ax"),
+    "nccl_tests.DEVICE: a bracket never closed": (lambda: nccl_tests.DEVICE, "", "Rank 0 on x device 0 ["),
+    "nvbandwidth.JSON_DEVICE: hosts never closed": (lambda: nvbandwidth.JSON_DEVICE, "0: ", "x: ("),
+}
+
+
+@pytest.mark.parametrize("name", JOINED)
+def test_a_match_s_head_repeated_is_searched_in_linear_time(name: str) -> None:
+    pattern, lead, piece = JOINED[name]
+    grew = growth(pattern().search, *lines(lead, piece))
+    assert grew < LINEAR, f"{name}: {grew:.0f} times the work on {K} times as long"

@@ -62,7 +62,7 @@ SETTING = re.compile(r"(?:^|[\s'\",=])(NCCL_[A-Z0-9_]{1,64})=((?:[^\s'\",;|&]|,(
 # read the fullwidth "１" or the Arabic-Indic "٣" that \d matches as digits no program printed.
 TAG = re.compile(r"\[[0-9]+\]")  # an MPI output tag inside a row ("-1[0]    1626.5")
 DEVICE = re.compile(
-    r"Rank\s+([0-9]+)\s+(?:Group\s+[0-9]+\s+)?(?:Pid\s+[0-9]+\s+)?on\s+(\S+)\s+device\s+([0-9]+)\s+\[([^\]]*)\]\s*(.*)"
+    r"Rank\s+([0-9]+)\s+(?:Group\s+[0-9]+\s+)?(?:Pid\s+[0-9]+\s+)?on\s+(\S+)\s+device\s+([0-9]+)\s+\[([^\]]{0,100})\]\s*(.*)"
 )
 TOOL_VERSION = re.compile(r"nccl-tests version (\S+)(?:.*?\bnccl-library=([0-9]+))?")
 NCCL_VERSION = re.compile(r"\bNCCL version ([0-9]+\.[0-9]+\.[0-9]+)")
@@ -134,11 +134,13 @@ COMMENTS = (
 
 # Every line `take` may read holds one of these (a superset: `take` decides); the lines between only count
 # towards MAX_GAP. A row starts with two integers (an MPI tag may sit beside them) and a type name, and has at
-# least eleven fields.
+# least eleven fields. Every repeat is bounded (a field, a run of spaces, a tag): unbounded, a type name's `\S*` ran
+# to the end of a long line from every row-like start and back, in quadratic time.
 TAKEN = re.compile(
     r"^[^\n]*?(?:(?<!#)#+[^\S\n]*(?:" + "|".join(re.escape(start) for start in COMMENTS) + r")"
     r"|nThread |Out of bounds values|Avg bus bandwidth|NCCL version "
-    r"|\d(?:[ \t]|\[\d+\])+\d+(?:[ \t]|\[\d+\])+[A-Za-z]\S*(?:[^\S\n]+\S+){8})",
+    r"|\d(?:[ \t]|\[\d{1,10}\]){1,40}\d{1,40}(?:[ \t]|\[\d{1,10}\]){1,40}"
+    r"[A-Za-z]\S{0,40}(?:[^\S\n]{1,100}\S{1,100}){8})",
     re.MULTILINE,
 )
 

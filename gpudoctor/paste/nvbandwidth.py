@@ -52,7 +52,11 @@ RUNTIME = re.compile(r"^CUDA Runtime Version: (\S.*)$")
 CUDA_DRIVER = re.compile(r"^CUDA Driver Version(?: \(API\))?: (\S.*)$")
 DRIVER = re.compile(r"^Driver Version: (\S+)$")
 DEVICE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\))?$")
-JSON_DEVICE = re.compile(r"^(\d+): (.+?)(?: \(([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\))?(?:: \(.*\))?$")
+# The host in parentheses is a host name (at most 255 characters, no parentheses): `.*` there ran to the end of
+# a long entry from every ": (" in it, in quadratic time.
+JSON_DEVICE = re.compile(
+    r"^(\d+): (.+?)(?: \(([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\))?(?:: \([^()]{0,255}\))?$"
+)
 RUNNING = re.compile(r"^Running ([a-z0-9]+_[a-z0-9_]+)\.$")
 WAIVING = re.compile(r"^Waiving ([a-z0-9]+_[a-z0-9_]+)\.$")
 ERROR = re.compile(r"^Error: (.*)$")
