@@ -15,6 +15,7 @@ ORDER = (
     "p2p",
     "bandwidth",
     "compute",
+    "sdc",
     "memtest",
     "ddp",
     "load",

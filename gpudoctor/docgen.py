@@ -77,6 +77,21 @@ MEANINGS = {
     "memory.test walking_bits": "walking-bit patterns written (× 4 at `--level full`, at most 32)",
     "memory.test seed": "seed of the random pattern",
     **{f"{check} {key}": text for check in ("ddp.train", "cluster.ddp") for key, text in REFERENCE_RUN.items()},
+    **{
+        f"{check} {key}": text
+        for check in ("compute.sdc", "cluster.sdc")
+        for key, text in {
+            "n": "the size of every operation: n × n GEMMs, sums and elementwise chains, a stride-2 convolution over "
+            "n / 256 images (0: 4096 on GPUs, whose 4096² outputs are 512 tiles of 256 × 128, more than any GPU has "
+            "SMs; 256 on the CPU)",
+            "seed": "seed of the fixed inputs: every GPU of every node computes on the same numbers",
+        }.items()
+    },
+    "compute.sdc repeats": "times each operation runs on each GPU, every run bit for bit the first (× 4 at `--level "
+    "full`, at least 2)",
+    "compute.sdc reference_rows": "rows of each output checked against the fp64 CPU reference, spread evenly (a "
+    "sixteenth as many images of the convolution; 0: none)",
+    "cluster.sdc cpu_ranks": "ranks per node when the workload runs on the CPU (gloo)",
     "load.concurrent seconds": "seconds every GPU is loaded (× 4 at `--level full`)",
     "load.concurrent window_s": "length of one timed window of GEMMs, in seconds",
     "load.concurrent sample_s": "how often NVML is read during the load, in seconds",

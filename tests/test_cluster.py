@@ -307,6 +307,25 @@ def test_a_node_with_another_nccl_setting_is_named_as_skew(hosts: Hosts, tmp_pat
     assert "cluster" in nodes["node-0"].report, "static rendezvous: --node-rank 0 is rank 0"
 
 
+def test_a_node_whose_bits_differ_from_its_peers_is_named_with_the_operation_and_element(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    """cluster.sdc: node-2's rank flips one bit of one GEMM's output (the test hook, every repeat: wrong the same way
+    every time); rank 0 names node-2 with the rank, the operation and the element, and drains it; the two nodes
+    that agree are not named."""
+    fault = {2: {"GPUDOCTOR_INJECT_FAULT": "rank=2,kind=corrupt,at=sdc gemm-bf16"}}
+    nodes, leader = run(hosts, tmp_path, ["--only", "cluster.sdc"], env=fault)
+    result = by_label(leader)["cluster.sdc"]
+    rows = {row["node"]: row for row in result["rows"]}
+    assert result["status"] == "fail" and leader["cluster"]["failed_nodes"] == ["node-2"], result
+    assert rows["node-2"]["summary"].startswith("rank 2: gemm-bf16 (repeat 0): not the bits of the majority")
+    assert "first at element [" in rows["node-2"]["summary"] and "128 ULPs" in rows["node-2"]["summary"]
+    assert [rows[n]["status"] for n in ("node-0", "node-1")] == ["pass", "pass"]
+    assert result["remediation"]["commands"][0].startswith("scontrol update NodeName=node-2 State=DRAIN")
+    assert "--case gemm-bf16" in result["remediation"]["commands"][1]
+    assert [nodes[n].returncode for n in hosts.names] == [1, 0, 1], "node-2 learns it is named"
+
+
 @pytest.mark.slow  # a node lost to rank 0 is named in the `not slow` run (the Slurm killed-node test)
 def test_a_node_that_never_joins_is_named_from_the_node_list(hosts: Hosts, tmp_path: Path) -> None:
     """Rank 0 gives up on it at its own join deadline (20 s, which the node's entry names), not waiting without

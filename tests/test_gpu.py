@@ -28,6 +28,7 @@ def test_standard_level_runs_every_workload_on_the_gpus() -> None:
         "bandwidth.host-device",
         "bandwidth.device-memory",
         "compute.gemm",
+        "compute.sdc",
         "memory.test",
         "ddp.train",
         "load.concurrent",

@@ -151,9 +151,9 @@ def _payloads(level: str, monkeypatch) -> dict[str, dict[str, Any]]:
 
 def test_level_full_scales_every_workload_through_one_factor(monkeypatch) -> None:
     quick, full = _payloads("quick", monkeypatch), _payloads("full", monkeypatch)
-    assert set(quick) == set(full) and len(quick) == 8
+    assert set(quick) == set(full) and len(quick) == 9
     for check_id, params in quick.items():
-        work = {"ddp.train": "steps", "load.concurrent": "seconds"}.get(check_id)
+        work = {"ddp.train": "steps", "load.concurrent": "seconds", "compute.sdc": "repeats"}.get(check_id)
         work = work or ("iters" if "iters" in params else "walking_bits")
         assert full[check_id][work] == params[work] * FULL_WORK_FACTOR, check_id
 
