@@ -188,4 +188,4 @@ def test_built_in_modules_come_in_the_order_the_checks_package_gives() -> None:
     modules = registry.builtin_modules()
     assert modules[: len(gpudoctor.checks.ORDER)] == list(gpudoctor.checks.ORDER)
     areas = list(dict.fromkeys(s.area for s in registry.discover(entry_points=False).specs))
-    assert areas[:4] == ["driver", "torch", "system", "health"]
+    assert areas[:5] == ["driver", "torch", "system", "network", "health"]

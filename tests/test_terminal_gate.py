@@ -93,8 +93,8 @@ def assert_screen_is_ours(text: str, width: int, built: list[str]) -> None:
     assert (screen.title, screen.icon_name) == ("", ""), "a title was set"
     for line in screen.display:
         shown = line.strip()
-        if shown.startswith(("curl", "sudo")):  # a command's wrapped part, gpudoctor's own
-            assert any(shown in c for c in built), f"{width} columns: {line!r}"
+        if shown.startswith(("curl", "sudo")) and "x.example" in shown:  # the planted command, whole on a line
+            raise AssertionError(f"{width} columns: {line!r}")
         if shown.startswith("$ "):
             said = shown[2:].strip()
             assert any(c.startswith(said) or said.startswith(c) for c in built), f"{width} columns: {line!r}"
