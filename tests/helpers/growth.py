@@ -21,6 +21,7 @@ LINEAR = 3 * K  # the most a linear reader may grow over K times the input (quad
 REPEATS = 5
 MEASURABLE_S = 0.0002  # CPU seconds one measurement of the smaller input lasts at the least
 STEADY_REPEATS = 3  # where one call on the smaller input takes 100 times that: a burst of noise is a small part of it
+TRIES = 3  # a growth past LINEAR is measured again, this many times in all: steep reading is steep every time
 
 
 def cpu_seconds(read: Callable[[T], object], given: T, calls: int = 1) -> float:
@@ -39,12 +40,29 @@ def cpu_seconds(read: Callable[[T], object], given: T, calls: int = 1) -> float:
 
 def growth(read: Callable[[T], object], small: T, large: T, repeats: int = REPEATS) -> float:
     """How many times the work on `large` is the work on `small` (each the best of `repeats` measurements taken in
-    turn: a burst of another process's work on the same core slows one pair, not one size)."""
+    turn: a burst of another process's work on the same core slows one pair, not one size), confirmed."""
+    return confirmed(lambda: _growth(read, small, large, repeats))
+
+
+def _growth(read: Callable[[T], object], small: T, large: T, repeats: int) -> float:
     read(small)  # the first call also compiles, caches and imports: not counted
     once = cpu_seconds(read, small)
     calls = max(1, math.ceil(MEASURABLE_S / max(once, 1e-7)))
     repeats = min(repeats, STEADY_REPEATS) if once > 100 * MEASURABLE_S else repeats
     return growth_of(lambda given: cpu_seconds(read, given, calls), small, large, repeats)
+
+
+def confirmed(measure: Callable[[], float]) -> float:
+    """The least of up to TRIES growths, measured again only while past LINEAR. On a shared virtual machine the
+host can take the CPU from the guest mid-measurement and the guest still counts that time to the thread, in every
+repeat of one burst (a clean clone's CI run saw a linear search grow 58 times, 8 times on the next run): noise
+passes, a quadratic reader grows K*K times on every try."""
+    least = measure()
+    for _ in range(TRIES - 1):
+        if least < LINEAR:
+            break
+        least = min(least, measure())
+    return least
 
 
 def growth_of(measure: Callable[[T], float], small: T, large: T, repeats: int = STEADY_REPEATS) -> float:
