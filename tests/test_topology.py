@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 from helpers.common import FIXTURES, judge
 
+from gpudoctor.judging import network, nics
 from gpudoctor.model import Status
 from gpudoctor.paste import inputs
 
 TOPO = FIXTURES / "benchmarks" / "topo"
+FABRIC_TOPO = FIXTURES / "pastes" / "fabrics" / "topo"  # real `topo -m` of multi-node machines, cited in SOURCES.md
+A4 = "../../../benchmarks/topo/b200-8gpu-8nic-gcp-a4.txt"  # the fabric fixtures' sibling, with its NIC Legend
 
 
 def judged(path: Path) -> dict:
@@ -71,3 +74,111 @@ def test_a_board_whose_nics_all_sit_far_is_not_blamed_without_its_model() -> Non
 def test_a_live_node_s_nvml_topology_is_judged_too() -> None:
     result = judge("h100-sxm-8x")["p2p.topology"]
     assert result.status in (Status.PASS, Status.SKIP), result.summary
+
+
+# Each GPU row a real `topo -m` kept -> its nearest NIC and PCIe distance, as the thread's matrix shows it
+# (tests/fixtures/pastes/fabrics/SOURCES.md). Cut matrices keep their rows' NIC cells under their own column.
+NEAREST = {
+    # all eight rows, tab-separated, a ninth NIC SYS from every GPU (a front-end port), the NIC rows cut
+    "h100-8gpu-9nic-tabs-nccl-1453-partial.txt": [(g, f"NIC{8 - g}", "PIX") for g in range(8)],
+    # six of eight rows
+    "8gpu-9nic-nv8-pytorch-106190-six-rows-partial.txt": [
+        (0, "NIC2", "PIX"),
+        (1, "NIC4", "PIX"),
+        (2, "NIC6", "PIX"),
+        (3, "NIC8", "PIX"),
+        (4, "NIC1", "PIX"),
+        (5, "NIC3", "PIX"),
+    ],
+    # `topo -mp`, four of eight rows, fourteen NICs with a header spaced unevenly ("NIC11    NIC12")
+    "8gpu-14nic-topo-mp-deepep-60-four-rows-partial.txt": [
+        (0, "NIC0", "PIX"),
+        (1, "NIC1", "PIX"),
+        (2, "NIC2", "PIX"),
+        (3, "NIC7", "PIX"),
+    ],
+    # 16 GPUs, the older header naming each NIC by its device (mlx5_0 ..), four of sixteen rows
+    "16gpu-10nic-mlx5-columns-nccl-tests-78-four-rows-partial.txt": [
+        (0, "mlx5_0", "PIX"),
+        (1, "mlx5_0", "PIX"),
+        (2, "mlx5_1", "PIX"),
+        (3, "mlx5_1", "PIX"),
+    ],
+    # 56 of 76 NICs shown (nvidia-smi's own cut), two rows
+    "8gpu-56-of-76-nics-shown-tabs-vllm-14537-two-rows-partial.txt": [(0, "NIC0", "PXB"), (1, "NIC3", "PXB")],
+    # H20 over RoCE: every other GPU has no NIC under its switch
+    "h20-8gpu-5nic-roce-deepep-137-seven-rows-partial.txt": [
+        (0, "NIC0", "PIX"),
+        (1, "NIC0", "NODE"),
+        (2, "NIC1", "PIX"),
+        (3, "NIC0", "NODE"),
+        (4, "NIC2", "PIX"),
+        (5, "NIC2", "NODE"),
+        (6, "NIC4", "PIX"),
+    ],
+    # A40s with two NICs: half the GPUs reach theirs through the host bridges
+    "a40-8gpu-2nic-cx7-nccl-1343-partial.txt": [
+        (0, "NIC0", "NODE"),
+        (1, "NIC0", "NODE"),
+        (2, "NIC0", "PIX"),
+        (3, "NIC0", "PIX"),
+        (4, "NIC1", "NODE"),
+        (5, "NIC1", "NODE"),
+        (6, "NIC1", "PIX"),
+        (7, "NIC1", "PIX"),
+    ],
+    # with its NIC Legend: the devices are named
+    A4: [(g, f"mlx5_{g}", "PIX") if g % 2 == 0 else (g, f"mlx5_{g - 1}", "PIX") for g in range(8)],
+}
+
+
+def nearest_of(path: Path) -> list[tuple[int, str, str]]:
+    topology = inputs.load(path)["nvml"]["topology"]
+    return [(n["gpu"], n["nic"], n["distance"]) for n in nics.nearest_nics(topology)]
+
+
+@pytest.mark.parametrize("name", sorted(NEAREST))
+def test_each_gpu_s_nearest_nic_and_distance_are_read_from_real_matrices(name: str) -> None:
+    assert nearest_of(FABRIC_TOPO / name) == NEAREST[name]
+
+
+def test_a_cut_matrix_keeps_the_header_s_nic_count_and_the_rows_it_has() -> None:
+    topology = inputs.load(FABRIC_TOPO / "8gpu-56-of-76-nics-shown-tabs-vllm-14537-two-rows-partial.txt")["nvml"][
+        "topology"
+    ]
+    assert topology["indexes"] == [0, 1]
+    assert len(topology["nics"]) == 56 and all(len(n["levels"]) == 2 for n in topology["nics"])
+    assert topology["nics"][55]["levels"] == [40, 40]  # the last NIC column, NODE from both rows
+
+
+def wrapped(path: Path, width: int, tmp_path: Path) -> Path:
+    """The real matrix as a narrow window or a mail client wraps it: each line broken between words at `width`."""
+    lines = []
+    for line in path.read_text().splitlines():
+        while len(line) > width and " " in line[:width]:
+            cut = line[:width].rstrip().rfind(" ")
+            lines.append(line[:cut].rstrip())
+            line = line[cut:].lstrip()
+        lines.append(line)
+    out = tmp_path / f"wrapped-{width}.txt"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_a_wrapped_matrix_reads_as_the_whole_one(width: int, tmp_path: Path) -> None:
+    name = "h20-8gpu-5nic-roce-deepep-137-seven-rows-partial.txt"
+    whole = inputs.load(FABRIC_TOPO / name)["nvml"]
+    folded = inputs.load(wrapped(FABRIC_TOPO / name, width, tmp_path))["nvml"]
+    assert folded["topology"] == whole["topology"]
+    assert nearest_of(wrapped(FABRIC_TOPO / name, width, tmp_path)) == NEAREST[name]
+
+
+def test_gpus_whose_nearest_nic_is_past_the_host_bridge_are_named_where_others_have_one_near() -> None:
+    facts = inputs.load(FABRIC_TOPO / "h20-8gpu-5nic-roce-deepep-137-seven-rows-partial.txt")
+    far = network.far_in_topology(facts)
+    assert [(f["gpu"], f["hca"], f["distance"]) for f in far] == [
+        ("GPU 1", "NIC0", "NODE"),
+        ("GPU 3", "NIC0", "NODE"),
+        ("GPU 5", "NIC2", "NODE"),
+    ]

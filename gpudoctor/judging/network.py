@@ -469,9 +469,8 @@ def gdr_off(facts: dict[str, Any], found: Fabric) -> list[NetCause]:
     return [too_far(apart)] if apart and between_nodes(facts, found) else []
 
 
-# NVML's topology levels as `topo -m` names them (nvmlGpuTopologyLevel_t); NCCL takes GPUDirect RDMA within PXB
-# (src/graph/paths.cc, PATH_PXB). Grace boards reach their NICs over NVLink-C2C, which topo -m shows as SYS.
-LEVELS = {10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+# NCCL takes GPUDirect RDMA within PXB (src/graph/paths.cc, PATH_PXB). Grace boards reach their NICs over
+# NVLink-C2C, which topo -m shows as SYS.
 GDR_WITHIN = 20
 GRACE = ("GH200", "GB200", "GB300")
 
@@ -480,23 +479,16 @@ def far_in_topology(facts: dict[str, Any]) -> list[dict[str, Any]]:
     """GPUs whose nearest NIC in `topo -m` (or NVML's topology) is beyond a PCIe switch (PHB, NODE, SYS: through the
     CPU or the other socket) on a board where another GPU has one beside it; as the log's lines say them."""
     nvml = facts.get("nvml") or {}
-    topology, gpus = nvml.get("topology") or {}, nvml.get("gpus") or []
+    gpus = nvml.get("gpus") or []
     if any(any(g in str(gpu.get("name") or "") for g in GRACE) for gpu in gpus):
         return []
-    nics = [n for n in topology.get("nics") or [] if isinstance(n, dict) and isinstance(n.get("levels"), list)]
-    nearest = []
-    for position, index in enumerate(topology.get("indexes") or []):
-        known = [(n["levels"][position], n) for n in nics if position < len(n["levels"])]
-        known = [(level, n) for level, n in known if level in LEVELS]
-        if known:
-            level, nic = min(known, key=lambda pair: pair[0])
-            nearest.append((index, level, nic))
-    if not any(level <= GDR_WITHIN for _, level, _ in nearest):
+    nearest = nics.nearest_nics(nvml.get("topology") or {})
+    if not any(n["level"] <= GDR_WITHIN for n in nearest):
         return []  # no GPU has a NIC beside it: the board's own layout, not one GPU's
     return [
-        {"gpu": f"GPU {index}", "hca": nic.get("device") or nic.get("name"), "distance": LEVELS[level], "limit": "PXB"}
-        for index, level, nic in nearest
-        if level > GDR_WITHIN
+        {"gpu": f"GPU {n['gpu']}", "hca": n["nic"], "distance": n["distance"], "limit": "PXB"}
+        for n in nearest
+        if n["level"] > GDR_WITHIN
     ]
 
 

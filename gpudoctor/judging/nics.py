@@ -104,3 +104,23 @@ def named_ports(ports: list[dict[str, Any]], devices: list[str]) -> list[dict[st
     named = {d.split("/")[0] for d in devices}
     chosen = [p for p in ports if f"{p.get('device')}:{p.get('port')}" in named]
     return chosen or ports
+
+
+# NVML's topology levels as `topo -m` names them (nvmlGpuTopologyLevel_t, nvml.h).
+LEVELS = {10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def nearest_nics(topology: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each GPU row's nearest NIC in `topo -m` (NVML's topology: `indexes` and each NIC's `levels` in their
+    order) with its PCIe distance: {"gpu": 0, "nic": "mlx5_0", "level": 10, "distance": "PIX"}; on a tie the
+    NIC named first in the matrix. A GPU with no NIC cell read is left out."""
+    listed = [n for n in topology.get("nics") or [] if isinstance(n, dict) and isinstance(n.get("levels"), list)]
+    nearest = []
+    for position, index in enumerate(topology.get("indexes") or []):
+        known = [(n["levels"][position], n) for n in listed if position < len(n["levels"])]
+        known = [(level, n) for level, n in known if level in LEVELS]
+        if known:
+            level, nic = min(known, key=lambda pair: pair[0])
+            name = nic.get("device") or nic.get("name")
+            nearest.append({"gpu": index, "nic": name, "level": level, "distance": LEVELS[level]})
+    return nearest

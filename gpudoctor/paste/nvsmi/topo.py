@@ -23,16 +23,30 @@ NVLINK_CELL = re.compile(r"^NV\d+$")
 P2P_STATUS = {"OK": 0, "CNS": 1, "GNS": 2, "TNS": 3, "DR": 4, "NS": 5, "U": 6}
 P2P_COMMAND = re.compile(r"topo\s+(?:-p2p|--p2pstatus)\s+(\S+)")
 TOPO_COLUMN = re.compile(r"^GPU\d{1,5}$")
-NIC_COLUMN = re.compile(r"^(?:NIC\d{1,3}|mlx\d{1,2}_\d{1,3}|ib\w{1,12}|eth\w{1,12}|rdma\w{1,12})$")
+# Every column after the GPUs is a NIC: "NIC0" with a legend (drivers since about R530), the device itself before
+# ("mlx5_0", "mlx5_bond_0", an EFA "rdmap79s0").
+NIC_COLUMN = re.compile(r"^[A-Za-z][\w.:-]{0,39}$")
+NIC_NUMBERED = re.compile(r"^NIC\d{1,3}$")
 NIC_LEGEND = re.compile(r"^\s*(NIC\d{1,3}): ([\w.:-]{1,40})\s*$")
-MAX_NICS = 64
+# What a matrix cell or an affinity holds: a row wrapped by a narrow terminal or a mail client goes on with a
+# line of these alone (a new row starts with its device's name).
+CELL = re.compile(r"^(?:X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3}|OK|CNS|GNS|TNS|DR|NS|U|N/A|\d[\d,-]{0,200})$")
+TRAILING_WORDS = {"CPU", "NUMA", "GPU", "Affinity", "ID"}
+TRAILING = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+MAX_NICS = 64  # nvidia-smi itself shows at most 56 ("76 NICs found in the topology, only displaying 56")
 LEGEND_LINES = 40  # the legend of levels is about 12 lines; the NIC legend follows it
 
 Rows = list[tuple[int, list[str], int]]  # each GPU row: its index, its cells after the name, its line
 
 
 def read(paste: Paste, i: int, header: str) -> int:
-    """A `topo -m` or `topo -p2p` matrix: GPU columns first, then NICs, then the affinity columns."""
+    """A `topo -m` or `topo -p2p` matrix: GPU columns first, then NICs, then the affinity columns. A header or a
+    row a narrow window wrapped onto the next line is read whole; rows the paste cut off are left out (a GPU
+    missing from the rows is missing from `indexes`; every row's NIC cells stay under their own column)."""
+    j = i + 1
+    while j < len(paste.lines) and header_goes_on(clean(paste.lines[j])):
+        header = f"{header} {clean(paste.lines[j])}"
+        j += 1
     tokens = header.split()
     gpus = 0
     while gpus < len(tokens) and tokens[gpus] == f"GPU{gpus}":
@@ -40,16 +54,8 @@ def read(paste: Paste, i: int, header: str) -> int:
     if gpus == 0 or gpus > MAX_GPUS:
         return i + 1
     columns = leading_columns(tokens)
-    trailing = [name for name in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID") if name in " ".join(tokens)]
-    rows: Rows = []
-    j = i + 1
-    while j < len(paste.lines):
-        cells = clean(paste.lines[j]).split()
-        if not cells or cells[0] not in columns:
-            break
-        if TOPO_COLUMN.match(cells[0]):
-            rows.append((int(cells[0][3:]), cells[1:], j))
-        j += 1
+    trailing = [name for name in TRAILING if name in " ".join(tokens)]
+    rows, j = matrix_rows(paste, j, columns, len(columns) + len(trailing))
     values = {c for _, cells, _ in rows for c in cells[:gpus]} - {"X"}
     if not rows or any(v not in P2P_STATUS and v not in ANCESTORS and not NVLINK_CELL.match(v) for v in values):
         return j
@@ -57,8 +63,38 @@ def read(paste: Paste, i: int, header: str) -> int:
         p2p(paste, i, rows, gpus)
     elif trailing or values:
         topo(paste, i, rows, gpus, len(columns), trailing)
-        nics(paste, i, rows, columns[gpus:], j)
+        nics(paste, i, rows, (gpus, columns[gpus:]), j)
     return j
+
+
+def header_goes_on(line: str) -> bool:
+    """A line that finishes a wrapped header: column names and the affinity columns' words, no cell."""
+    words = line.split()
+    named = any(TOPO_COLUMN.match(w) or NIC_NUMBERED.match(w) or w in TRAILING_WORDS for w in words)
+    return named and all(
+        TOPO_COLUMN.match(w) or w in TRAILING_WORDS or (NIC_COLUMN.match(w) and not CELL.match(w)) for w in words
+    )
+
+
+def matrix_rows(paste: Paste, j: int, columns: list[str], width: int) -> tuple[Rows, int]:
+    """The GPU rows from line `j` on (each with its cells after the name) and the line after the matrix; a row
+    shorter than the header goes on over the lines that hold only cells."""
+    rows: Rows = []
+    while j < len(paste.lines):
+        cells = clean(paste.lines[j]).split()
+        if not cells or cells[0] not in columns:
+            break
+        start = j
+        j += 1
+        while len(cells) - 1 < width and j < len(paste.lines):
+            more = clean(paste.lines[j]).split()
+            if not more or not all(CELL.match(c) for c in more):
+                break
+            cells += more
+            j += 1
+        if TOPO_COLUMN.match(cells[0]):
+            rows.append((int(cells[0][3:]), cells[1:], start))
+    return rows, j
 
 
 def leading_columns(tokens: list[str]) -> list[str]:
@@ -71,17 +107,19 @@ def leading_columns(tokens: list[str]) -> list[str]:
     return columns
 
 
-def nics(paste: Paste, i: int, rows: Rows, names: list[str], after: int) -> None:
-    """`topo -m`'s NIC columns: how far each NIC is from each GPU (NVML's levels: 10 PIX .. 50 SYS), named by
-    the "NIC Legend" below the matrix where it follows (NIC0: mlx5_0)."""
-    names = [n for n in names if NIC_COLUMN.match(n)][:MAX_NICS]
-    if not names:
+def nics(paste: Paste, i: int, rows: Rows, placed: tuple[int, list[str]], after: int) -> None:
+    """`topo -m`'s NIC columns: how far each NIC is from each GPU row (NVML's levels: 10 PIX .. 50 SYS; in the
+    order of `indexes`), named by the "NIC Legend" below the matrix where it follows (NIC0: mlx5_0). The k-th NIC's
+    cell sits after all the GPU columns the header names, however many GPU rows the paste kept."""
+    gpus, names = placed
+    names = names[:MAX_NICS]
+    if not names or not all(NIC_COLUMN.match(n) for n in names):
         return
     devices = nic_legend(paste, after)
     levels = {name: [None] * len(rows) for name in names}
     for position, (_, cells, _) in enumerate(rows):
         for k, name in enumerate(names):
-            cell = cells[len(rows) + k] if len(rows) + k < len(cells) else ""
+            cell = cells[gpus + k] if gpus + k < len(cells) else ""
             levels[name][position] = ANCESTORS.get(cell)
     found = [{"name": n, "device": devices.get(n, n), "levels": levels[n]} for n in names]
     topology_fact(paste, "nics", found, i)
