@@ -103,7 +103,69 @@ READ = {
         "warnings": ["NET/OFI OFI fi_getinfo() call failed: No data available"],
         "no_rdma": ["no OFI provider"],
     },
+    # Slingshot on Perlmutter: aws-ofi-nccl 1.19.0 selects CXI (4 NICs), no "Using network" line kept, the 2.23+
+    # ring line "GDR 1" (dingp/communication-libraries-image, benchmarks/reports, NCCL 2.29.2)
+    "cxi-perlmutter-aws-ofi-1.19.0-provider-cxi-4-nics-ring-gdr-1.txt": {
+        "ofi_provider": "cxi",
+        "ofi_nics": 4,
+        "gdrdma": "on",
+        "net": "OFI",
+        "plugin": "aws-ofi-nccl 1.19.0",
+    },
+    # GCP A3: Google's GPUDirect-TCPX plugin's own WARN lines, its function where NCCL's file would be, over NICs
+    # 0 and 1 (NVIDIA/nccl issue 1652)
+    "tcpx-a3-gpudirecttcpx-rx-ctrl-timeout-warn-two-nics.txt": {
+        "warnings": [
+            "0xadca8062b70:0xadca805d0f0, nic 0, enp12s0, 172.16.0.11<39187><-172.16.0.95<46723> rx rx ctrl timeout "
+            "cnt 7331502, nanos 10000000585",
+            "0x13b9b0082580:0x13b9b007cb00, nic 1, enp134s0, 172.16.0.49<45259><-172.16.0.48<52929> rx rx ctrl "
+            "timeout cnt 7359786, nanos 10000015864",
+        ],
+        "net_devices": [0, 1],
+        "net": "GPUDirectTCPX",
+        "plugin": "GPUDirectTCPX",
+    },
 }
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        (
+            "cxi-perlmutter-aws-ofi-1.19.0-provider-cxi-4-nics-ring-gdr-1.txt",
+            "NET/OFI (HPE Slingshot (CXI)), 4 NICs, GPUDirect RDMA on",
+        ),
+        ("cxi-alps-using-network-aws-libfabric.txt", "NET/AWS Libfabric (libfabric)"),
+        ("tcpx-a3-gpudirecttcpx-rx-ctrl-timeout-warn-two-nics.txt", "NET/GPUDirectTCPX (GPUDirect-TCPX), 2 NICs"),
+        ("efa-libfabric-16-nics-p5en-8xh200-partial.txt", "NET/Libfabric (AWS EFA), 16 NICs"),
+        (
+            "ib-2.5.7-br0-bootstrap-roce-ring-net-ib-without-gdrdma-partial.txt",
+            "NET/IB (RoCE), 1 NIC, GPUDirect RDMA off",
+        ),
+        ("socket-docker-enp67s0-no-ib-device-partial.txt", "NET/Socket (TCP sockets)"),
+    ],
+)
+def test_a_pasted_log_names_its_transport_nics_and_gpudirect_rdma(name: str, said: str) -> None:
+    assert network.choice(nccl_facts(name)).said() == said
+
+
+@pytest.mark.parametrize(
+    ("line", "gdr"),
+    [("Connected all rings, use ring PXN 0 GDR 1", "on"), ("Connected all rings, use ring PXN 1 GDR 0", "off")],
+)
+def test_the_ring_line_says_gpudirect_rdma_where_no_channel_line_does(line: str, gdr: str) -> None:
+    log = f"h:1:2 [0] NCCL INFO Using network IB\nh:1:2 [0] NCCL INFO {line}\n"
+    assert read_alone(nccl.read, log).facts["nccl"]["gdrdma"] == gdr
+    one_node = f"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n{log}"
+    assert "gdrdma" not in read_alone(nccl.read, one_node).facts["nccl"]  # no traffic between nodes to carry
+
+
+def test_an_ofi_provider_asked_for_but_not_selected_names_no_network() -> None:
+    log = (
+        "h:1:2 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.14.0\n"
+        "h:1:2 [0] NCCL INFO NET/OFI Setting provider_filter to efa\n"
+    )
+    assert "net" not in read_alone(nccl.read, log).facts["nccl"]
 
 
 def test_every_fabric_fixture_is_read() -> None:

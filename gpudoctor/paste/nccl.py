@@ -61,9 +61,20 @@ RING = re.compile(r"^Channel \d{1,3}/(\d{1,3}) ?:(?:\s+\d{1,7})+\s*$")
 COLL_CHANNELS = re.compile(r"^(\d{1,4}) coll channels,")
 OLD_RING = re.compile(r"^Ring (\d{1,3}) :\s+\d+(?:\s+\d+)+\s*$")
 LOADED = re.compile(r"^NET/Plugin ?: Loaded (?:net )?plugin (.{1,60}?) \(v\d+\)")
-OFI_START = re.compile(r"^NET/OFI Initializing (aws-ofi-nccl \S{1,40})")
+# "NET/OFI Initializing aws-ofi-nccl 1.14.0" (1.9 on); "NET/OFI Using aws-ofi-nccl 1.4.0" before (src/nccl_ofi_net.c,
+# ofi_init: "Using " PACKAGE_STRING), "NET/OFI Using aws-ofi-rccl 1.4.0" in ROCm's fork.
+OFI_START = re.compile(r"^NET/OFI (?:Initializing|Using) (aws-ofi-[nr]ccl \S{1,40})")
 OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is (\w{1,20})(?:.*?\(found (\d{1,5}) nics?\))?")
 OFI_FILTER = re.compile(r"^NET/OFI Setting provider_filter to (\w{1,20})")
+# src/transport/generic.cc (2.23+), ncclTransportRingConnect: "Connected all rings, use ring PXN %d GDR %d", GDR 0
+# where a ring's connection between nodes goes without GPUDirect RDMA on some rank.
+RING_GDR = re.compile(r"^Connected all rings, use ring PXN \d GDR ([01])\b")
+# Google's GPUDirect-TCPX plugin logs through NCCL's logger with __PRETTY_FUNCTION__ for the file
+# (google/nccl-plugin-gpudirecttcpx src/adapter/nccl/debug.h; its functions return tcpxResult_t), so its lines read
+# "tcpxResult_t tcpxCommProgress(tcpxComm*):1231 NCCL WARN ..., nic 0, enp12s0, ..." (net_tcpx.cc).
+TCPX_SOURCE = "tcpxResult_t "
+TCPX_NIC = re.compile(r"\bnic (\d{1,3}), ([^\s,]{1,15}),")
+TCPX_NET = "GPUDirectTCPX"  # the plugin's ncclNet name without its "_v7" (src/nccl_plugin.cc)
 GDR_HCA = re.compile(r"^NET/IB ?: GPU Direct RDMA Disabled for HCA (\d{1,4}) '([^']{1,40})'")
 GDR_GPU = re.compile(r"GPU Direct RDMA Disabled for GPU (\S{1,20}) / HCA (\d{1,4}) \(distance (\d{1,2}) > (\d{1,2})\)")
 # "Using network Socket" and its plugin lines, "NET/Plugin : No plugin found (libnccl-net.so)" and every later
@@ -97,6 +108,7 @@ BARE = (
     "comm 0x",
     "ncclCommInitRank",
     "Trees [",
+    "Connected all rings",
 )
 CHANNELS = ("Channel ", "CollNet ", "Ring ")
 # The NCCL of nccl-tests or of TensorFlow's bundled build is not torch's: nccl-tests' header (src/util.cu
@@ -120,6 +132,8 @@ class NcclLog:
     no_rdma: dict[str, int] = field(default_factory=dict)
     gdr_disabled: dict[str, tuple[dict, int]] = field(default_factory=dict)  # each line's HCA (and GPU), once
     channel_net: tuple[str, int] | None = None  # the network the channels name, where "Using network" is cut
+    ring_gdr: tuple[bool, int] | None = None  # "Connected all rings, use ring PXN 0 GDR 1" (2.23+)
+    ofi_selected: int | None = None  # the line where aws-ofi-nccl selected a provider
     plugin: tuple[str, int] | None = None  # the plugin loaded, else "internal" where none was found
     channels: tuple[int, int] | None = None  # the most channels a communicator shows, and where
     nodes: tuple[int, int, int] | None = None  # the largest nNodes, its localRanks, and where
@@ -151,10 +165,12 @@ def read_line(found: Found, log: NcclLog, number: int, line: str) -> None:
         return
     start = line.find("NCCL INFO ")
     if start >= 0:
+        tcpx(log, number, line, start)
         message(found, log, number, line[start + 10 :].strip())
         return
     start = line.find("NCCL WARN ")
     if start >= 0:
+        tcpx(log, number, line, start)
         warning(found, log, number, line[start + 10 :].strip())
         return
     if line.lstrip(" \t>").startswith(BARE):
@@ -205,6 +221,21 @@ def message(found: Found, log: NcclLog, number: int, text: str, prefixed: bool =
         communicator(log, number, text)
     elif "GPU Direct RDMA Disabled for GPU" in text:
         gdr_disabled(log, number, text)
+    elif match := RING_GDR.match(text):
+        log.ring_gdr = (match.group(1) == "1", number)
+
+
+def tcpx(log: NcclLog, number: int, line: str, start: int) -> None:
+    """A line the GPUDirect-TCPX plugin logged (its function where NCCL's file would be): the plugin is loaded
+    and, on a line of its own traffic ("nic 0, enp12s0, ..."), the NIC index it carries it over."""
+    if TCPX_SOURCE not in line[max(0, start - 200) : start]:
+        return
+    if log.plugin is None or log.plugin[0] == "internal":
+        log.plugin = (TCPX_NET, number)
+    if match := TCPX_NIC.search(line, start):
+        log.net_devices.setdefault(int(match.group(1)), number)
+        if log.channel_net is None:
+            log.channel_net = (TCPX_NET, number)
 
 
 def sockets(log: NcclLog, number: int, text: str) -> None:
@@ -261,6 +292,7 @@ def ofi(found: Found, log: NcclLog, number: int, text: str) -> None:
     if match := OFI_START.match(text):
         log.plugin = (match.group(1), number)
     elif match := OFI_PROVIDER.match(text):
+        log.ofi_selected = number
         found.fact("nccl.ofi_provider", match.group(1).lower(), READER, number)
         if match.group(2):
             found.fact("nccl.ofi_nics", int(match.group(2)), READER, number)
@@ -388,6 +420,11 @@ def record(found: Found, log: NcclLog) -> None:
     record_network(found, log)
 
 
+def socket(log: NcclLog, nccl: dict) -> bool:
+    """The network between nodes is NCCL's socket transport, as the log names it."""
+    return str(nccl.get("net") or (log.channel_net or ("",))[0]).lower().startswith("socket")
+
+
 def record_network(found: Found, log: NcclLog) -> None:
     """GPUDirect RDMA over the channels between nodes; the network the channels name where no "Using network"
     line survives; nodes and their devices from the prefixes, where nNodes is not in the log."""
@@ -396,8 +433,14 @@ def record_network(found: Found, log: NcclLog) -> None:
     if log.gdr_line is not None and (log.channel_net or ("", 0))[0] != "Socket":
         state = "on" if not without else "off" if not with_gdr else "partial"
         found.fact("nccl.gdrdma", state, READER, log.gdr_line)
+    if log.gdr_line is None and log.ring_gdr and (log.nodes is None or log.nodes[0] > 1) and not socket(log, nccl):
+        found.fact("nccl.gdrdma", "on" if log.ring_gdr[0] else "off", READER, log.ring_gdr[1])
     if log.channel_net and "net" not in nccl:
         found.fact("nccl.net", log.channel_net[0], READER, log.channel_net[1])
+    elif "net" not in nccl and log.ofi_selected is not None:
+        # aws-ofi-nccl chose a provider, so its network initialised: NCCL takes a plugin's network before its own
+        # (src/net.cc, ncclNetInit), and the log names it no other way where "Using network" is cut
+        found.fact("nccl.net", "OFI", READER, log.ofi_selected)
     if log.gdr_disabled:
         items = list(log.gdr_disabled.values())
         found.fact("nccl.gdr_disabled", [item for item, _ in items], READER, min(line for _, line in items))
