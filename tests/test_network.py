@@ -16,6 +16,7 @@ import pytest
 from helpers.common import LEAN_CLUSTER, PASTES, ROOT, gpudoctor, read_alone
 from helpers.netns import HostsUnavailable, TwoNicHosts
 
+from gpudoctor.checks import benchmarks
 from gpudoctor.checks.network import judge_interfaces, judge_nccl
 from gpudoctor.diagnosis import Evidence, diagnose
 from gpudoctor.judging import network, sockets
@@ -352,6 +353,32 @@ def test_socket_figure_from_the_interface_speed() -> None:
     found = network.fabric(facts)
     assert found.expected_chosen.value == pytest.approx(25 / 8 * 0.6)
     assert "issue 209" in found.expected_chosen.source
+
+
+def test_a_multi_node_nccl_tests_run_is_expected_at_its_fabric_s_published_share() -> None:
+    """nccl-tests between nodes: NICs x line rate x the share published for the fabric the file's NCCL log names
+    (EFA's from the B200 run over EFA v4, below InfiniBand's 48.5 of 50 GB/s), else the ports' own link layer."""
+    ports = [
+        {"device": f"rdmap{i}s0", "port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec", "link_layer": "Unspecified"}
+        for i in range(8)
+    ]
+    run, found = {"env": {}}, {"gpus": 16, "nodes": 2}
+    efa = snapshot(FABRICS / "efa-libfabric-16-nics-p5en-8xh200-partial.txt")
+    efa["system"]["infiniband"] = ports
+    expected = benchmarks.nic_expectation(run, found, benchmarks.shown_in(efa))
+    assert expected.value == pytest.approx(8 * 400 / 8 * network.fabric_share("efa")[0])
+    assert "Gb/s of EFA" in expected.source and "EFA NIC" in expected.source
+    ib = {
+        "system": {
+            "infiniband": [{**p, "device": f"mlx5_{i}", "link_layer": "InfiniBand"} for i, p in enumerate(ports)]
+        }
+    }
+    expected = benchmarks.nic_expectation(run, found, benchmarks.shown_in(ib))
+    assert (
+        expected.value == pytest.approx(8 * 400 / 8 * network.fabric_share("ib")[0])
+        and "of InfiniBand" in expected.source
+    )
+    assert network.fabric_share("efa")[0] < network.fabric_share("ib")[0]
 
 
 def test_every_fabric_has_its_published_share_or_says_none() -> None:

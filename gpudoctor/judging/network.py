@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.judging import nics, references
+from gpudoctor.judging import nics
 from gpudoctor.judging.expect import Expectation
 from gpudoctor.model import Remediation, Status
 
@@ -30,16 +30,9 @@ FABRICS = {
     "tcpxo": "GPUDirect-TCPXO",
 }
 RDMA = ("ib", "roce", "efa", "cxi")
-# The share of the NICs' line rate a healthy all-reduce's bus bandwidth reaches between nodes, with its source:
-# InfiniBand and RoCE from NCCL's maintainers (references.per_nic: 48.5 GB/s per 400 Gb/s NIC, of its 50 GB/s);
-# EFA from the published 4-node B200 run over EFA v4 (references.toml, link "efa"); TCP sockets from NCCL's own
-# tracker: "we have not been able to reliably obtain more than 60% of wire speed over 32Gbps networks" with
-# nccl-tests at large sizes (NVIDIA/nccl issue 209, cswinter, 2019-04-19), an upper figure, not a floor.
-SOCKET_SHARE = (
-    0.6,
-    "NCCL over TCP reaches at most 60 % of the wire speed (NVIDIA/nccl issue 209, cswinter, 2019-04, nccl-tests on "
-    "32 Gb/s networks, large messages)",
-)
+# The share of the line rate each fabric's healthy all-reduce reaches, with its source: nics.fabric_share.
+fabric_share = nics.fabric_share
+fabric_of = nics.fabric_of
 # The distance NCCL takes GPUDirect RDMA over by default (src/graph/paths.cc: PATH_PXB), and the values of
 # NCCL_NET_GDR_LEVEL that turn it off.
 GDR_OFF_LEVELS = ("0", "LOC")
@@ -94,26 +87,6 @@ class Choice:
         return ", ".join(parts)
 
 
-def fabric_of(net: str, nccl: dict[str, Any]) -> str | None:
-    """The fabric NCCL's network name means: "Socket"; "IB", "IBext", "IBext_v8", "gIB" over IB or RoCE ports as
-    its NET/IB line lists them; aws-ofi-nccl ("AWS Libfabric", "Libfabric", "OFI") with its provider; Google's
-    GPUDirect-TCPX and -TCPXO plugins (named GPUDirectTCPX_v7 and FasTrak in their sources)."""
-    name = net.lower()
-    if name.startswith("socket"):
-        return "socket"
-    if name.startswith(("ib", "gib")):
-        devices = [str(d) for d in nccl.get("ib_devices") or []]
-        return "roce" if devices and all("/RoCE" in d for d in devices) else "ib"
-    if "libfabric" in name or name.startswith("ofi") or nccl.get("ofi_provider"):
-        provider = str(nccl.get("ofi_provider") or "")
-        return provider if provider in ("efa", "cxi") else "ofi"
-    if "tcpxo" in name or "fastrak" in name:
-        return "tcpxo"
-    if "tcpx" in name:
-        return "tcpx"
-    return None
-
-
 def choice(nccl: dict[str, Any]) -> Choice | None:
     """What NCCL's log (the `nccl` facts) says it chose, or None where it names no network."""
     net = str(nccl.get("net") or "")
@@ -138,22 +111,6 @@ def choice(nccl: dict[str, Any]) -> Choice | None:
 
 
 # --- what the fabric should give ------------------------------------------------------------------------------
-
-
-def fabric_share(fabric: str | None) -> tuple[float, str] | None:
-    """The share of the line rate a healthy all-reduce reaches on `fabric`, and its source; None where nothing
-    published says."""
-    if fabric in ("ib", "roce"):
-        nic = references.per_nic()
-        return (nic.value / 50.0, f"{nic.value:g} GB/s per 400 Gb/s NIC ({nic.cite()})") if nic else None
-    if fabric == "efa":
-        found = [r for r in references.rows() if r.get("figure") == "nic_busbw_per_400g" and r.get("link") == "efa"]
-        if found:
-            row = found[0]
-            return float(row["value"]) / 50.0, f"{row['value']} GB/s per 400 Gb/s EFA NIC ({row['source']})"
-    if fabric == "socket":
-        return SOCKET_SHARE
-    return None
 
 
 def expectation(fabric: str | None, gbits: list[float], whose: str) -> Expectation | None:

@@ -81,20 +81,84 @@ def hca_selected(port: dict[str, Any], spec: str | None) -> bool:
     return hit != exclude
 
 
-def network_expectation(nics: list[dict[str, Any]], left: list[str], whose: str) -> Expectation | None:
-    """What an all-reduce between nodes reaches when healthy over `nics` (NICs NCCL uses, each with its
-    `gbits`): the published figure per 400 Gb/s NIC, scaled to their speed; `whose` names the node and `left`
-    the ports left out."""
+# The share of the NICs' line rate a healthy all-reduce's bus bandwidth reaches between nodes, per fabric, with its
+# source: InfiniBand and RoCE from NCCL's maintainers (references.per_nic: 48.5 GB/s per 400 Gb/s NIC, of its
+# 50 GB/s); EFA from the published 4-node B200 run over EFA v4 (references.toml, link "efa"); TCP sockets from
+# NCCL's own tracker: "we have not been able to reliably obtain more than 60% of wire speed over 32Gbps networks"
+# with nccl-tests at large sizes (NVIDIA/nccl issue 209, cswinter, 2019-04-19), an upper figure, not a floor.
+# Slingshot (CXI) and GPUDirect-TCPX have no published healthy figure here: a run over them is described, not judged.
+SOCKET_SHARE = (
+    0.6,
+    "NCCL over TCP reaches at most 60 % of the wire speed (NVIDIA/nccl issue 209, cswinter, 2019-04, nccl-tests on "
+    "32 Gb/s networks, large messages)",
+)
+FABRIC_NAMES = {"ib": "InfiniBand", "roce": "RoCE", "efa": "EFA", "socket": "TCP socket"}
+
+
+def fabric_share(fabric: str | None) -> tuple[float, str] | None:
+    """The share of the line rate a healthy all-reduce reaches on `fabric` ("ib", "roce", "efa", "socket"), and its
+    source; None where nothing published says."""
+    if fabric in ("ib", "roce"):
+        nic = references.per_nic()
+        return (nic.value / 50.0, f"{nic.value:g} GB/s per 400 Gb/s NIC ({nic.cite()})") if nic else None
+    if fabric == "efa":
+        found = [r for r in references.rows() if r.get("figure") == "nic_busbw_per_400g" and r.get("link") == "efa"]
+        if found:
+            row = found[0]
+            return float(row["value"]) / 50.0, f"{row['value']} GB/s per 400 Gb/s EFA NIC ({row['source']})"
+    if fabric == "socket":
+        return SOCKET_SHARE
+    return None
+
+
+def fabric_of(net: str, nccl: dict[str, Any]) -> str | None:
+    """The fabric NCCL's network name means: "Socket"; "IB", "IBext", "IBext_v8", "gIB" over IB or RoCE ports as
+    its NET/IB line lists them; aws-ofi-nccl ("AWS Libfabric", "Libfabric", "OFI") with its provider; Google's
+    GPUDirect-TCPX and -TCPXO plugins (named GPUDirectTCPX_v7 and FasTrak in their sources)."""
+    name = net.lower()
+    if name.startswith("socket"):
+        return "socket"
+    if name.startswith(("ib", "gib")):
+        devices = [str(d) for d in nccl.get("ib_devices") or []]
+        return "roce" if devices and all("/RoCE" in d for d in devices) else "ib"
+    if "libfabric" in name or name.startswith("ofi") or nccl.get("ofi_provider"):
+        provider = str(nccl.get("ofi_provider") or "")
+        return provider if provider in ("efa", "cxi") else "ofi"
+    if "tcpxo" in name or "fastrak" in name:
+        return "tcpxo"
+    if "tcpx" in name:
+        return "tcpx"
+    return None
+
+
+def ports_fabric(ports: list[dict[str, Any]]) -> str:
+    """The RDMA fabric of ports as ibstat or sysfs give them: RoCE where every link layer is Ethernet, else
+    InfiniBand (a port without its link layer, as cluster mode's summaries carry it, is taken as InfiniBand: both
+    have the same published share)."""
+    layers = {str(p.get("link_layer") or "") for p in ports}
+    return "roce" if ports and layers == {"Ethernet"} else "ib"
+
+
+def network_expectation(
+    nics: list[dict[str, Any]], left: list[str], whose: str, fabric: str | None = None
+) -> Expectation | None:
+    """What an all-reduce between nodes reaches when healthy over `nics` (NICs NCCL uses, each with its `gbits`):
+    NICs x line rate x the share published for the fabric (`fabric`: the RDMA fabric NCCL's log says it chose,
+    else the ports' own link layer; sockets are a cause, not the fabric's figure); `whose` names the node and
+    `left` the ports left out."""
     gbits = sum(float(n.get("gbits") or 0) for n in nics)
-    nic = references.per_nic()
-    if not gbits or nic is None:
+    fabric = fabric if fabric in ("ib", "roce", "efa") else ports_fabric(nics)
+    share = fabric_share(fabric)
+    if not gbits or share is None:
         return None
+    value, source = share
     others = f"; left out: {', '.join(left)}" if left else ""
+    name = FABRIC_NAMES.get(fabric, fabric)
     return Expectation(
-        gbits / 400 * nic.value,
-        f"{whose}: {len(nics)} NICs NCCL uses, {gbits:g} Gb/s{others}; x {nic.value:g} GB/s per 400 Gb/s "
-        f"({nic.cite()})",
-        of=f"a healthy network of {len(nics)} NICs, {gbits:g} Gb/s",
+        gbits / 8 * value,
+        f"{whose}: {len(nics)} NICs NCCL uses, {gbits:g} Gb/s of {name}{others}; x {value:.2f} of the line rate "
+        f"({source})",
+        of=f"a healthy {name} network of {len(nics)} NICs, {gbits:g} Gb/s",
     )
 
 

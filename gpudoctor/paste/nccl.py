@@ -8,15 +8,17 @@ What it records:
   shows that another program carries the NCCL (nccl-tests' header, TensorFlow's bundled build);
 - `nvml.cuda_driver_version` ("cudaDriverVersion 12020", an int as NVML gives it);
 - `nccl.net` (the network NCCL chose: "IB", "Socket", a plugin's name, from "Using network" or else from the
-  channels), `nccl.plugin` (the network plugin loaded, or "internal" where none was found), `nccl.ofi_provider`
-  and `nccl.ofi_nics` (aws-ofi-nccl's libfabric provider, "efa" or "cxi", and the NICs it found);
+  channels, "OFI" where aws-ofi-nccl selected a provider, "GPUDirectTCPX" from that plugin's own lines),
+  `nccl.plugin` (the network plugin loaded, or "internal" where none was found), `nccl.ofi_provider` and
+  `nccl.ofi_nics` (aws-ofi-nccl's libfabric provider, "efa" or "cxi", and the NICs it found);
 - `nccl.interfaces` (the socket interfaces used for bootstrap, NET/Socket and IB's out-of-band channel),
   `nccl.bootstrap` (the bootstrap's alone), `nccl.ib_devices` ("mlx5_0:1/IB");
 - `nccl.transports` (sorted, e.g. ["NET/IB/GDRDMA", "P2P/IPC", "SHM"]), `nccl.net_devices` (the NIC indexes the
   channels between nodes use, "via NET/IB/3"), `nccl.gdrdma` ("on", "off" or "partial": the share of those
-  channels with /GDRDMA), `nccl.gdr_disabled` (each "GPU Direct RDMA Disabled" line: the HCA, and the GPU and
-  PCI distance where NCCL judged them too far apart), `nccl.no_rdma` (why NCCL found no RDMA network: "no IB
-  device", "no libibverbs", "no OFI provider", "network not found");
+  channels with /GDRDMA; else 2.23+'s "Connected all rings, use ring PXN 0 GDR 1"), `nccl.gdr_disabled` (each
+  "GPU Direct RDMA Disabled" line: the HCA, and the GPU and PCI distance where NCCL judged them too far apart),
+  `nccl.no_rdma` (why NCCL found no RDMA network: "no IB device", "no libibverbs", "no OFI provider", "network
+  not found");
 - `nccl.channels` (the most channels a communicator shows), `nccl.trees` (its tree lines), `nccl.nvls`
   (multicast available), `nccl.ranks` (the largest nranks), `nccl.nodes` and `nccl.local_ranks` (nNodes and
   localRanks, 2.19+), `nccl.warnings` (each distinct WARN text);
