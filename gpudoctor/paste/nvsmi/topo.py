@@ -34,6 +34,7 @@ CELL = re.compile(r"^(?:X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3}|OK|CNS|GNS|TNS|DR|N
 TRAILING_WORDS = {"CPU", "NUMA", "GPU", "Affinity", "ID"}
 TRAILING = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 MAX_NICS = 64  # nvidia-smi itself shows at most 56 ("76 NICs found in the topology, only displaying 56")
+HEADER_LINES = 32  # a header of 8 GPUs and 64 NICs wrapped at 40 columns takes about 15
 LEGEND_LINES = 40  # the legend of levels is about 12 lines; the NIC legend follows it
 
 Rows = list[tuple[int, list[str], int]]  # each GPU row: its index, its cells after the name, its line
@@ -44,10 +45,11 @@ def read(paste: Paste, i: int, header: str) -> int:
     row a narrow window wrapped onto the next line is read whole; rows the paste cut off are left out (a GPU
     missing from the rows is missing from `indexes`; every row's NIC cells stay under their own column)."""
     j = i + 1
-    while j < len(paste.lines) and header_goes_on(clean(paste.lines[j])):
-        header = f"{header} {clean(paste.lines[j])}"
+    parts = [header]
+    while j < len(paste.lines) and j - i <= HEADER_LINES and header_goes_on(clean(paste.lines[j])):
+        parts.append(clean(paste.lines[j]))
         j += 1
-    tokens = header.split()
+    tokens = " ".join(parts).split()
     gpus = 0
     while gpus < len(tokens) and tokens[gpus] == f"GPU{gpus}":
         gpus += 1
@@ -80,9 +82,10 @@ def matrix_rows(paste: Paste, j: int, columns: list[str], width: int) -> tuple[R
     """The GPU rows from line `j` on (each with its cells after the name) and the line after the matrix; a row
     shorter than the header goes on over the lines that hold only cells."""
     rows: Rows = []
-    while j < len(paste.lines):
+    names = set(columns)
+    while j < len(paste.lines) and len(rows) < MAX_GPUS:
         cells = clean(paste.lines[j]).split()
-        if not cells or cells[0] not in columns:
+        if not cells or cells[0] not in names:
             break
         start = j
         j += 1
