@@ -21,4 +21,7 @@ ORDER = (
     "load",
     "links",
     "cluster",
+    "benchmarks",
+    "nvbandwidth",
+    "dcgm",
 )

@@ -1,5 +1,6 @@
-"""Users' own benchmark outputs, judged: nccl-tests (text and -J JSON), nvbandwidth (text and --json) and
-`dcgmi diag` (text and --json), read from a file by `gpudoctor check --from` (gpudoctor/paste). Each figure is
+"""Users' own nccl-tests outputs (text and -J JSON), read from a file by `gpudoctor check --from`
+(gpudoctor/paste/nccl_tests.py), judged; nvbandwidth's and `dcgmi diag`'s are judged beside it (checks/
+nvbandwidth.py, checks/dcgm.py), the fix that reruns a run is built in gpudoctor/judging/rerun.py. Each figure is
 set against the published healthy figure for the machine the output shows (its device list, or the GPUs and
 topology elsewhere in the same file), saying what it should be and why. A run that cannot show the hardware's
 speed (too small, a lone rank, a figure the network cannot carry) is said to be unjudgeable, never blamed on
@@ -7,32 +8,15 @@ the hardware. Pure judges of facts; nothing runs."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import (
-    Metric,
-    Remediation,
-    Result,
-    Row,
-    Status,
-    aimed,
-    check,
-    command,
-    copies,
-    expect,
-    fix,
-    gpu_model,
-    nics,
-    references,
-    routes,
-    word,
-    worst,
-)
+from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, expect, gpu_model, nics, references, routes
+from gpudoctor.judging.bench import Judged, combine, judged
+from gpudoctor.judging.rerun import RERUN, rerun_in
 
 if TYPE_CHECKING:
-    from gpudoctor.api import CheckContext, Command
+    from gpudoctor.api import CheckContext
 
 # nccl-tests' peak bus bandwidth needs large messages: the published healthy figures were read at 8-16 GiB, and
 # NCCL's maintainers call 256 MiB "too small to reach peak" on 8x H100 (NVIDIA/nccl-tests issue 212).
@@ -43,9 +27,6 @@ COLLECTIVE_FIGURE = {
     "reduce_scatter": "reducescatter_busbw",
     "alltoall": "alltoall_busbw",
 }
-# Where a fix runs the test again: the run's own collective, its ranks (one process per GPU, on its hosts) and
-# sizes up to 8 GiB; filled in from the run (rerun), after any variables the fix sets.
-RERUN = "{rerun}"
 NO_MPI = Remediation(
     "Every process ran alone (nccl-tests built without MPI, launched by mpirun or srun: each prints 'Rank 0' "
     "and a one-rank all-reduce moves nothing), so the figures say nothing about the hardware.",
@@ -92,40 +73,6 @@ def shown_in(facts: dict[str, Any]) -> dict[str, Any]:
         "ports": (facts.get("system") or {}).get("infiniband") or [],
         "topology": (facts.get("nvml") or {}).get("topology") or {},
     }
-
-
-Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
-
-
-def judged(
-    status: Status,
-    summary: str,
-    metrics: list[Metric] | None = None,
-    fix: Remediation | None = None,
-    index: int | None = None,
-) -> Judged:
-    """A row (of the GPU `index` where it is about one) and its fix."""
-    return Row(status, summary, index=index, metrics=metrics or []), fix
-
-
-SEVERITY = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)  # what a summary names first
-
-
-def combine(verdicts: list[Judged], what: str) -> Result:
-    """One result over several runs or tests: the worst status, a summary naming the worst first, and the fix
-    of the worst that has one."""
-    rows = [row for row, _ in verdicts]
-    ordered = sorted(verdicts, key=lambda v: SEVERITY.index(v[0].status) if v[0].status in SEVERITY else 9)
-    cure = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
-    bad = [row for row in rows if row.status not in (Status.PASS, Status.SKIP)]
-    cure = aimed(cure, bad) if cure else None
-    said = "; ".join(_said(row) for row, _ in ordered[:3]) + (f"; and {len(rows) - 3} more" if len(rows) > 3 else "")
-    summary = f"{len(rows)} {what}s: {said}" if len(rows) > 1 else _said(rows[0])
-    return Result(worst([r.status for r in rows], default=Status.SKIP), summary, rows=rows, remediation=cure)
-
-
-def _said(row: Row) -> str:
-    return f"{row.where}: {row.summary}" if row.name or row.index is not None else row.summary
 
 
 SLOWER = 3  # times: one run of a test this far below the same test on the same GPUs took another path
@@ -242,36 +189,6 @@ def with_network_causes(
     if cure is None:
         return Remediation(why, commands)
     return Remediation(f"{why} {cure.why}", list(dict.fromkeys(commands + cure.commands)), cure.instead, cure.source)
-
-
-def rerun_in(cure: Remediation | None, run: dict[str, Any]) -> Remediation | None:
-    """The fix with RERUN made this run's command (rerun_template); a run whose collective, ranks or hosts are
-    not words a command may hold loses those commands, and the reason says so."""
-    if cure is None or not any(RERUN in c for c in cure.commands):
-        return cure
-
-    def built() -> list[Command]:
-        return [rerun(c, run) if RERUN in c else c for c in cure.commands]
-
-    return fix(cure.why, built, cure.instead, cure.source)
-
-
-def rerun(fix_command: str, run: dict[str, Any]) -> Command:
-    """`NCCL_X=1 {rerun} | grep ...` (gpudoctor's own text) as this run's command: one process per GPU, as
-    nccl-tests' README runs it (`mpirun -np 8 -H a:4,b:4 ./build/all_reduce_perf -b 1G -e 8G -f 2 -g 1`); under
-    mpirun each setting goes to every rank (-x). The run's collective, ranks and hosts fill checked slots."""
-    before, _, after = fix_command.partition(RERUN)
-    program = "./build/{collective}_perf -b 1G -e 8G -f 2 -g 1" + after
-    ranks, hosts = run.get("ranks") or 1, run.get("hosts") or []
-    collective = run.get("collective") or "all_reduce"
-    if ranks <= 1:
-        return command(before + program, collective=collective)
-    spread = len(hosts) > 1 and ranks % len(hosts) == 0
-    each = ranks // len(hosts) if spread else 0
-    placed = [f"{word(host, 'node')}:{each}" for host in hosts] if spread else []
-    exported = "".join("-x " + setting + " " for setting in before.split())
-    launcher = "mpirun -np {count} " + ("-H {hosts} " if spread else "")
-    return command(launcher + exported + program, collective=collective, count=ranks, hosts=",".join(placed))
 
 
 def peak_busbw(row: dict[str, Any]) -> float:
@@ -545,182 +462,3 @@ def verdict_on(busbw: float, metric: Metric, expected: expect.Expectation, where
             ],
         ),
     )
-
-
-# nvbandwidth's test cases and what they measure, as published figures name them.
-NVBANDWIDTH = {
-    "host_to_device_memcpy_ce": "h2d",
-    "host_to_device_memcpy_sm": "h2d",
-    "device_to_host_memcpy_ce": "d2h",
-    "device_to_host_memcpy_sm": "d2h",
-    "device_to_device_memcpy_read_ce": "p2p",
-    "device_to_device_memcpy_write_ce": "p2p",
-    "device_to_device_memcpy_read_sm": "p2p",
-    "device_to_device_memcpy_write_sm": "p2p",
-    "device_local_copy": "hbm",
-}
-
-
-@check(
-    "bench.nvbandwidth",
-    "nvbandwidth output against published healthy figures",
-    needs=("benchmarks",),
-)
-def nvbandwidth(ctx: CheckContext) -> Result:
-    """Each GPU's host copies, GPU-to-GPU copies and local copies in an nvbandwidth output, against the
-    published figure for its model over its native link."""
-    section = (ctx.facts.get("benchmarks") or {}).get("nvbandwidth") or {}
-    cases = section.get("testcases") or []
-    if not cases:
-        return Result(Status.SKIP, "no nvbandwidth output in this file")
-    devices = section.get("devices") or [{"index": g.get("index"), "name": g.get("name")} for g in ctx.gpus]
-    rows = [row for case in cases for row in judge_case(case, devices)]
-    return combine(rows, "figure") if rows else Result(Status.SKIP, "no nvbandwidth test case gpudoctor judges")
-
-
-def judge_case(case: dict[str, Any], devices: list[dict[str, Any]]) -> list[Judged]:
-    kind = NVBANDWIDTH.get(str(case.get("name")))
-    if kind is None or (case.get("status") or "Passed").lower() not in ("passed", "pass"):
-        return []
-    cells = gpu_cells(case, kind)
-    return [judge_figure(index, case["name"], kind, peer, value, devices) for index, peer, value in cells]
-
-
-def gpu_cells(case: dict[str, Any], kind: str) -> list[tuple[int, int | None, float]]:
-    """(GPU, peer, figure) per matrix cell: host copies are one row (CPU) by GPU columns, GPU-to-GPU copies a
-    GPU by GPU matrix, local copies one row by GPU columns."""
-    matrix = case.get("matrix") or []
-    columns = case.get("columns") or []
-    found = []
-    for r, line in enumerate(matrix):
-        for c, value in enumerate(line):
-            if value is None or c >= len(columns):
-                continue
-            gpu = _index(columns[c])
-            if kind == "p2p":
-                src = _index((case.get("rows") or [])[r]) if r < len(case.get("rows") or []) else None
-                if src is not None and gpu is not None and src != gpu:
-                    found.append((src, gpu, float(value)))
-            elif gpu is not None:
-                found.append((gpu, None, float(value)))
-    return found
-
-
-def _index(label: Any) -> int | None:
-    text = str(label).strip()
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
-
-
-def judge_figure(
-    index: int, case: str, kind: str, peer: int | None, value: float, devices: list[dict[str, Any]]
-) -> Judged:
-    device = next((d for d in devices if d.get("index") == index), {})
-    model = gpu_model({"name": device.get("name")}) or {}
-    where = f"-> GPU {peer} " if peer is not None else ""
-    expected = cell_expectation(kind, model)
-    figure = value * 2 if kind == "hbm" else value  # nvbandwidth counts one direction of a local copy
-    status, metric = expect.verdict(kind, figure, "GB/s", expected, references.FAIL_BELOW)
-    metric.labels = {"case": case, "gpu": index, **({"peer": peer} if peer is not None else {})}
-    counted = " (read + write)" if kind == "hbm" else ""
-    if expected is None:
-        name = device.get("name") or "not named in the output"
-        return judged(
-            Status.SKIP,
-            f"{where}{case}: {figure:.4g} GB/s{counted}; unjudgeable: the GPU ({name}) has no published figure",
-            [metric],
-            Remediation("The verdict needs the GPU model.", ["nvidia-smi -L  # add its output to the file"]),
-            index,
-        )
-    text = f"{where}{case}{counted}: {metric.said(labels=False)}"
-    if status == Status.PASS:
-        return judged(status, text, [metric], index=index)
-    return judged(
-        status,
-        text,
-        [metric],
-        Remediation(
-            "A copy below healthy GPUs of its model: a PCIe link trained down (generation or width), host memory "
-            "on the far socket, P2P off, or a degraded NVLink.",
-            [command("nvidia-smi -q -d PCIE -i {gpu}"), "nvidia-smi topo -m", "nvidia-smi nvlink -s"],
-        ),
-        index,
-    )
-
-
-def cell_expectation(kind: str, model: dict[str, Any]) -> expect.Expectation | None:
-    """The healthy figure for the model over its native link (the datasheet's PCIe generation, x16, or its
-    NVLink-C2C, or all its NVLinks)."""
-    if not model:
-        return None
-    if kind in ("h2d", "d2h"):
-        gpu = {"name": model["names"][0], "pcie": {"max_gen": model.get("pcie_gen"), "max_width": 16}}
-        return copies.pcie_copy_expectation(gpu, kind)
-    if kind == "hbm":
-        return expect.model_expectation({"name": model["names"][0]}, "hbm_gbps")
-    found = references.healthy("p2p_gbps", model["model"], ("link",), link="nvlink")
-    if found:
-        return expect.Expectation(found.value, found.cite())
-    return None
-
-
-@check(
-    "bench.dcgm-diag",
-    "dcgmi diag output",
-    needs=("benchmarks",),
-)
-def dcgm_diag(ctx: CheckContext) -> Result:
-    """DCGM's own verdict per test (it judges against its per-SKU thresholds), with its messages, and the
-    figures it states set against the published healthy figure for the GPU."""
-    section = (ctx.facts.get("benchmarks") or {}).get("dcgm_diag") or {}
-    tests = section.get("tests") or []
-    if not tests:
-        return Result(Status.SKIP, "no dcgmi diag output in this file")
-    rows = [dcgm_row(test) for test in tests]
-    result = combine(rows, "DCGM test")
-    result.quotes = [
-        f"DCGM {test.get('name') or 'test'}: {message}"
-        for test in tests
-        if DCGM_STATUS.get(str(test.get("result") or "").lower()) in (Status.FAIL, Status.WARN)
-        for message in test.get("messages") or []
-    ]
-    return result
-
-
-def first_sentence(text: str, room: int = 80) -> str:
-    """A message's first sentence, at most `room` characters cut at a word (DCGM's run on: "GPU 0 Thermal
-    violations totaling 13.3 seconds ... Verify that the cooling ..."); the whole stays quoted."""
-    head = re.split(r"(?<=[a-z0-9)])\.?\s+(?=Verify|Check|Please|Run|Reset|Rerun)|\.\s", text, maxsplit=1)[0]
-    return head if len(head) <= room else head[: room - 1].rsplit(" ", 1)[0] + "…"
-
-
-DCGM_STATUS = {"pass": Status.PASS, "fail": Status.FAIL, "warn": Status.WARN, "skip": Status.SKIP}
-
-
-def dcgm_row(test: dict[str, Any]) -> Judged:
-    status = DCGM_STATUS.get(str(test.get("result") or "").lower(), Status.SKIP)
-    failing = [g for g, r in (test.get("gpus") or {}).items() if str(r).lower() == "fail"]
-    where = f" on GPU {', '.join(failing)}" if failing else ""
-    said = first_sentence("; ".join(test.get("messages") or []))
-    metrics = [
-        Metric(
-            str(f.get("name") or "figure"),
-            f.get("value"),
-            str(f.get("unit") or ""),
-            labels={"gpu": f["gpu"]} if f.get("gpu") is not None else {},
-        )
-        for f in test.get("figures") or []
-        if isinstance(f.get("value"), int | float)
-    ]
-    text = f"{test.get('result')}{where}" + (f": {said}" if said and status != Status.PASS else "")
-    fix = None
-    if status in (Status.FAIL, Status.WARN):
-        fix = Remediation(
-            "DCGM judged this test against its own per-SKU thresholds; its message says which GPU and figure.",
-            [
-                "dcgmi diag -r 3 -j  # again, and keep the JSON",
-                command("nvidia-smi -q -d PERFORMANCE,ECC,PCIE -i {gpu}"),
-            ],
-        )
-    row, fix = judged(status, text, metrics, fix)
-    row.name = f"DCGM {test.get('name') or 'test'}"
-    return row, fix

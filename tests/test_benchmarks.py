@@ -11,7 +11,7 @@ import pytest
 from helpers.common import BENCH, PASTES, gpudoctor, judge
 
 from gpudoctor import paste
-from gpudoctor.checks import benchmarks
+from gpudoctor.checks import benchmarks, nvbandwidth
 from gpudoctor.judging import references
 from gpudoctor.model import Status
 from gpudoctor.paste import nccl_tests
@@ -131,10 +131,10 @@ def test_nvbandwidth_host_copies_against_the_models_native_link() -> None:
     unnamed = judged(BENCH / "nvbandwidth" / "gb300-dgx-station-h2d-d2h-c2c-trimmed.txt", "bench.nvbandwidth")
     assert unnamed["status"] == "skip" and "unjudgeable: the GPU (not named in the output)" in unnamed["summary"]
     section = load(BENCH / "nvbandwidth" / "gb300-dgx-station-h2d-d2h-c2c-trimmed.txt")["benchmarks"]["nvbandwidth"]
-    rows = [row for row, _ in benchmarks.judge_case(section["testcases"][0], [{"index": 0, "name": "NVIDIA GB300"}])]
+    rows = [row for row, _ in nvbandwidth.judge_case(section["testcases"][0], [{"index": 0, "name": "NVIDIA GB300"}])]
     figure = rows[0].metrics[0]
     assert rows[0].status == Status.PASS and figure.reference > 200 and "c2c" in figure.reference_source, figure
-    third = benchmarks.judge_figure(
+    third = nvbandwidth.judge_figure(
         0, "host_to_device_memcpy_ce", "h2d", None, 359.05 / 3, [{"index": 0, "name": "GB300"}]
     )
     assert third[0].status == Status.FAIL
@@ -144,7 +144,7 @@ def test_a_gpu_on_a_link_trained_down_is_named() -> None:
     section = load(BENCH / "nvbandwidth" / "rtx4090-8gpu-h2d-d2h-v0.2-trimmed.txt")["benchmarks"]["nvbandwidth"]
     case = section["testcases"][0]
     case["matrix"][0][3] = 6.1  # what a Gen4 x16 card reads at Gen4 x4
-    rows = [row for row, _ in benchmarks.judge_case(case, section["devices"])]
+    rows = [row for row, _ in nvbandwidth.judge_case(case, section["devices"])]
     bad = [r for r in rows if r.status != Status.PASS]
     assert [r.index for r in bad] == [3] and bad[0].status == Status.FAIL
 
