@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.command import command
-from gpudoctor.judging import compat
+from gpudoctor.judging import compat, nvml_init
 from gpudoctor.judging.commands import fix
 from gpudoctor.judging.hardware import cuda_version_text
 from gpudoctor.model import Remediation
@@ -126,9 +126,7 @@ def _no_driver(status: str) -> Callable[[Shown], Remediation | None]:
     commands for the build the paste shows (or the default one) on its distribution."""
 
     def cure(shown: Shown) -> Remediation | None:
-        from gpudoctor.checks.driver import judge_nvml
-
-        return judge_nvml({"status": status}, shown.system, shown.torch).remediation
+        return nvml_init.failure({"status": status}, shown.system, shown.torch)[1]
 
     return cure
 
