@@ -63,12 +63,13 @@ def nccl_tests(ctx: CheckContext) -> Result:
 
 
 def shown_in(facts: dict[str, Any]) -> dict[str, Any]:
-    """What a file shows of the machine besides its runs: the NICs NCCL's log names (`ib_devices`), ibstat's
-    `ports`, `topo -m`'s `topology`."""
+    """What a file shows of the machine besides its runs: the NICs NCCL's log names (`ib_devices`), the network
+    and fabric it chose (`net`, `fabric`), ibstat's `ports`, `topo -m`'s `topology`."""
     nccl = facts.get("nccl") or {}
     return {
         "ib_devices": nccl.get("ib_devices") or [],
         "net": nccl.get("net"),
+        "fabric": nics.fabric_of(str(nccl["net"]), nccl) if nccl.get("net") else None,
         "transports": nccl.get("transports") or [],
         "ports": (facts.get("system") or {}).get("infiniband") or [],
         "topology": (facts.get("nvml") or {}).get("topology") or {},
@@ -421,14 +422,15 @@ def across_nodes(
 def nic_expectation(run: dict[str, Any], found: dict[str, Any], shown: dict[str, Any]) -> expect.Expectation | None:
     """The healthy figure over the NICs the file shows (ibstat or ibstatus, taken as every node's): those
     NCCL's log names, else those NCCL would pick (nics.nccl_nics: active, NCCL_IB_HCA, one fabric and
-    speed), at most one per GPU of a node (NCCL pairs each GPU with its nearest NIC)."""
+    speed), at most one per GPU of a node (NCCL pairs each GPU with its nearest NIC); NICs x line rate x the
+    share published for the fabric the log names (EFA's below InfiniBand's), else the ports' own."""
     ports = nics.named_ports(shown.get("ports") or [], shown.get("ib_devices") or [])
     used, left = nics.nccl_nics(ports, set(), run.get("env") or {})
     per_node = (found["gpus"] or 0) // (found["nodes"] or 1)
     if per_node and len(used) > per_node:
         left += [f"{p['device']}:{p['port']} beyond one NIC per GPU ({per_node} per node)" for p in used[per_node:]]
         used = used[:per_node]
-    return nics.network_expectation(used, left, "each node as this file's ibstat shows")
+    return nics.network_expectation(used, left, "each node as this file's ibstat shows", shown.get("fabric"))
 
 
 def over_network(busbw: float, metric: Metric, network: expect.Expectation, where: str) -> Judged:
