@@ -25,9 +25,13 @@ names `CheckContext` under `if TYPE_CHECKING:` (its annotations are never evalua
 the declaration, the result vocabulary and the pure judges.
 """
 
+# ruff: noqa: F401  (the imports under TYPE_CHECKING are the API's one list, never run: type checkers read
+# them, and _providers reads them from this file's source for __all__ and the lazy __getattr__)
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,106 +63,19 @@ if TYPE_CHECKING:
     from gpudoctor.workloads.isolate import progress
     from gpudoctor.workloads.launch import RankContext, init_rank
 
-# Where each name lives: a module (for a name that is one) or the module that defines it.
-PROVIDERS = {
-    "Command": "gpudoctor.command",
-    "command": "gpudoctor.command",
-    "CheckContext": "gpudoctor.context",
-    "gpu_for_cuda_index": "gpudoctor.facts.identity",
-    "pci_address": "gpudoctor.facts.identity",
-    "same_pci": "gpudoctor.facts.identity",
-    "usable": "gpudoctor.facts.nvml",
-    "FACT_NAMES": "gpudoctor.facts.schema",
-    "GpuFacts": "gpudoctor.facts.schema",
-    "not_captured": "gpudoctor.facts.schema",
-    "Unsafe": "gpudoctor.judging.commands",
-    "fix": "gpudoctor.judging.commands",
-    "word": "gpudoctor.judging.commands",
-    "compare": "gpudoctor.judging.compare",
-    "compat": "gpudoctor.judging.compat",
-    "expect": "gpudoctor.judging.expect",
-    "routes": "gpudoctor.judging.routes",
-    "copies": "gpudoctor.judging.copies",
-    "nics": "gpudoctor.judging.nics",
-    "references": "gpudoctor.judging.references",
-    "visible": "gpudoctor.judging.visible",
-    "cuda_version_text": "gpudoctor.judging.hardware",
-    "gpu_model": "gpudoctor.judging.hardware",
-    "is_geforce": "gpudoctor.judging.hardware",
-    "load_data": "gpudoctor.judging.hardware",
-    **dict.fromkeys(
-        (
-            "SEVERITY",
-            "aimed",
-            "bad_summary",
-            "Metric",
-            "Remediation",
-            "Result",
-            "Row",
-            "Status",
-            "from_rows",
-            "gpu_label",
-            "gpu_row",
-            "places",
-            "worst",
-        ),
-        "gpudoctor.model",
-    ),
-    "check": "gpudoctor.registry",
-    "Work": "gpudoctor.registry",
-    "measure": "gpudoctor.workloads.measure",
-    "progress": "gpudoctor.workloads.isolate",
-    "RankContext": "gpudoctor.workloads.launch",
-    "init_rank": "gpudoctor.workloads.launch",
-}
-MODULES = {"compare", "compat", "copies", "expect", "nics", "references", "routes", "visible", "measure"}
 
-__all__ = [
-    "FACT_NAMES",
-    "SEVERITY",
-    "CheckContext",
-    "Command",
-    "GpuFacts",
-    "Metric",
-    "RankContext",
-    "Remediation",
-    "Result",
-    "Row",
-    "Status",
-    "Unsafe",
-    "Work",
-    "aimed",
-    "bad_summary",
-    "check",
-    "command",
-    "compare",
-    "compat",
-    "copies",
-    "cuda_version_text",
-    "expect",
-    "fix",
-    "from_rows",
-    "gpu_for_cuda_index",
-    "gpu_label",
-    "gpu_model",
-    "gpu_row",
-    "init_rank",
-    "is_geforce",
-    "load_data",
-    "measure",
-    "nics",
-    "not_captured",
-    "pci_address",
-    "places",
-    "progress",
-    "references",
-    "routes",
-    "same_pci",
-    "usable",
-    "visible",
-    "word",
-    "worst",
-]
+def _providers() -> dict[str, str]:
+    """Each name of the imports above (the one list of the API, as a type checker reads it) and the module it
+    comes from, read from this file's own source; the same idea as scientific-python's lazy_loader, which reads
+    its names from a stub (https://scientific-python.org/specs/spec-0001/)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    imports = [n for n in block.body if isinstance(n, ast.ImportFrom) and n.module]
+    return {alias.asname or alias.name: str(n.module) for n in imports for alias in n.names}
+
+
+PROVIDERS = _providers()  # name -> the module it is imported from
+__all__ = sorted(PROVIDERS)
 
 
 def __getattr__(name: str) -> Any:
@@ -166,7 +83,8 @@ def __getattr__(name: str) -> Any:
     if provider is None:
         raise AttributeError(f"module 'gpudoctor.api' has no attribute {name!r}")
     module = importlib.import_module(provider)
-    value = module if name in MODULES else getattr(module, name)
+    # as `from provider import name` reads it: the provider's attribute, else its submodule of that name
+    value = getattr(module, name) if hasattr(module, name) else importlib.import_module(f"{provider}.{name}")
     globals()[name] = value
     return value
 

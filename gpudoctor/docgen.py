@@ -1,4 +1,5 @@
-"""The check table of docs/CHECKS.md and the settings table of docs/CONFIG.md, made from the check declarations.
+"""The check table of docs/CHECKS.md and the settings table of docs/CONFIG.md, made from the check declarations,
+and the API table of docs/PLUGINS.md, made from gpudoctor.api's one list of names.
 
 Tables written by hand drift from the code; these are rewritten from what each built-in check declares (its
 id, level, fact sources, time limit, docstring and settings with their defaults), so they cannot.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudoctor import api
 from gpudoctor.config import LARGEST, PER_CHECK_COMMON, value_range
 from gpudoctor.registry import CheckSpec, discover
 
@@ -119,10 +121,11 @@ class Table:
 
     name: str
     document: str
+    made_from: str = "the check declarations"
 
     @property
     def begin(self) -> str:
-        return f"<!-- BEGIN {self.name}: made by `{COMMAND}` from the check declarations; do not edit -->"
+        return f"<!-- BEGIN {self.name}: made by `{COMMAND}` from {self.made_from}; do not edit -->"
 
     @property
     def end(self) -> str:
@@ -130,6 +133,7 @@ class Table:
 
 
 CHECKS_TABLE, SETTINGS_TABLE = Table("check table", "CHECKS.md"), Table("settings table", "CONFIG.md")
+API_TABLE = Table("API table", "PLUGINS.md", "gpudoctor.api's names")
 
 
 def builtin_specs() -> list[CheckSpec]:
@@ -197,9 +201,17 @@ def settings_table(specs: list[CheckSpec]) -> str:
     return "\n".join(rows)
 
 
+def api_table() -> str:
+    """Every name a check may import from gpudoctor.api and the module it comes from (read from api's list,
+    nothing imported)."""
+    rows = ["| name | from |", "| --- | --- |"]
+    rows += [f"| `{name}` | `{api.PROVIDERS[name]}` |" for name in api.__all__]
+    return "\n".join(rows)
+
+
 def tables(specs: list[CheckSpec] | None = None) -> dict[Table, str]:
     specs = builtin_specs() if specs is None else specs
-    return {CHECKS_TABLE: check_table(specs), SETTINGS_TABLE: settings_table(specs)}
+    return {CHECKS_TABLE: check_table(specs), SETTINGS_TABLE: settings_table(specs), API_TABLE: api_table()}
 
 
 def replace_between(text: str, table: Table, body: str) -> str:
