@@ -78,6 +78,25 @@ def test_the_api_takes_the_requests_own_fields_and_no_other() -> None:
         probe.run(checks_dir=["site"])
 
 
+def test_every_request_field_reaches_the_engine_through_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each field of Request, set away from its default, arrives as given: probe.run drops none."""
+    fields = dataclasses.fields(Request)
+    options = {**API_OPTIONS, "live": True, "files": [("output", "r.json")]}
+    assert set(options) == {f.name for f in fields}, "a Request field this test does not set"
+    asked = _api_request(monkeypatch, **options)
+    assert asked == Request(**options)  # type: ignore[arg-type]
+    assert not [f.name for f in fields if getattr(asked, f.name) == f.default], "a field left at its default"
+
+
+def test_the_command_line_builds_every_request_field() -> None:
+    """`gpudoctor check`'s request names each field of Request, as probe.run takes each (a field the command
+    line forgot would be one the API has and the CLI silently lacks)."""
+    tree = ast.parse(Path(cli.__file__).read_text())
+    built = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "request_from")
+    call = next(n for n in ast.walk(built) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Request")
+    assert {k.arg for k in call.keywords} == {f.name for f in dataclasses.fields(Request)}
+
+
 def test_defaults_are_the_same_from_the_command_line_and_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.request_from(cli.build_parser().parse_args(["check"])) == _api_request(monkeypatch, cluster=True)
 
