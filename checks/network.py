@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, worst
-from gpudoctor.judging import network, sockets
+from gpudoctor.judging import network, nics, sockets
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -40,7 +40,7 @@ def judge_nccl(facts: dict[str, Any]) -> Result:
             said,
             remediation=Remediation("NCCL says what it chose with NCCL_DEBUG=INFO: add its output.", [SHOW]),
         )
-    said, whole = described(found), described(found, whole=True)
+    said, whole = described(found), "; ".join(filter(None, [described(found, whole=True), nearest(facts)]))
     metrics = figures(found)
     if not causes:
         return Result(Status.PASS, said, metrics=metrics, detail=whole)
@@ -72,6 +72,14 @@ def described(found: network.Fabric, whole: bool = False) -> str:
     elif found.chosen and not chosen:
         parts.append(unknown_figure(found.chosen))
     return "; ".join(parts)
+
+
+def nearest(facts: dict[str, Any]) -> str:
+    """Each GPU's nearest NIC and its PCIe distance, where `topo -m` (or NVML) gives them: "nearest NIC: GPU 0
+    mlx5_0 PIX, GPU 1 mlx5_0 NODE"."""
+    found = nics.nearest_nics((facts.get("nvml") or {}).get("topology") or {})
+    said = ", ".join(f"GPU {n['gpu']} {n['nic']} {n['distance']}" for n in found)
+    return f"nearest NIC: {said}" if said else ""
 
 
 def unknown_figure(chosen: network.Choice) -> str:

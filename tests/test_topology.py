@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from helpers.common import FIXTURES, judge
 
+from gpudoctor.checks.network import judge_nccl
 from gpudoctor.judging import network, nics
 from gpudoctor.model import Status
-from gpudoctor.paste import inputs
+from gpudoctor.paste import inputs, read, to_snapshot
 
 TOPO = FIXTURES / "benchmarks" / "topo"
 FABRIC_TOPO = FIXTURES / "pastes" / "fabrics" / "topo"  # real `topo -m` of multi-node machines, cited in SOURCES.md
@@ -182,3 +183,18 @@ def test_gpus_whose_nearest_nic_is_past_the_host_bridge_are_named_where_others_h
         ("GPU 3", "NIC0", "NODE"),
         ("GPU 5", "NIC2", "NODE"),
     ]
+
+
+def test_the_network_check_says_each_gpu_s_nearest_nic_and_names_those_past_the_host_bridge() -> None:
+    """A real H20 matrix over RoCE beside a real two-node IB log: network.nccl leads with nic-far-from-gpu for the
+    GPUs whose nearest NIC is NODE away, and its detail gives every GPU's nearest NIC."""
+    text = "\n".join(
+        (FABRIC_TOPO / name).read_text()
+        for name in (
+            "h20-8gpu-5nic-roce-deepep-137-seven-rows-partial.txt",
+            "../ib-nnodes-2-localranks-8-channels-trees-partial.txt",
+        )
+    )
+    result = judge_nccl(to_snapshot("paste.txt", read(text)))
+    assert result.rows[0].name == "nic-far-from-gpu" and "GPU 1 / HCA NIC0: distance NODE > PXB" in result.summary
+    assert "nearest NIC: GPU 0 NIC0 PIX, GPU 1 NIC0 NODE, GPU 2 NIC1 PIX" in result.detail, result.detail
