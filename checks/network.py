@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, worst
-from gpudoctor.judging import network, nics, sockets
+from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, nics, worst
+from gpudoctor.judging import network, sockets
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
