@@ -12,37 +12,22 @@
 # gpudoctor) and gpudoctor_up{hook="healthcheck"} 0 in node_exporter's textfile folder (where that folder
 # exists; 1 again once gpudoctor runs).
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-textfiles=${GPUDOCTOR_TEXTFILE_DIR:-/var/lib/node_exporter/textfile}
-up() { # up 0|1: whether gpudoctor could check this node, for node_exporter (a whole file, renamed into place)
-  [ -d "$textfiles" ] || return 0
-  printf '%s\n' "# HELP gpudoctor_up Whether gpudoctor ran in a Slurm hook (0: missing or failed, not checked)." \
-    '# TYPE gpudoctor_up gauge' "gpudoctor_up{hook=\"healthcheck\"} $1" >"$textfiles/.gpudoctor-healthcheck.$$" &&
-    mv -f "$textfiles/.gpudoctor-healthcheck.$$" "$textfiles/gpudoctor-healthcheck.prom"
+hook=healthcheck
+shared=$(dirname "$0")/gpudoctor-slurm-hooks.sh # what both Slurm hooks share: install it beside this script
+. "$shared" || {
+  logger -t gpudoctor "health check: $shared is missing: node not checked"
+  exit 0
 }
 # Where the README's node-wide install puts it (a venv in /opt/gpudoctor, installed from a checkout or a wheel).
 gpudoctor=${GPUDOCTOR:-/opt/gpudoctor/bin/gpudoctor}
-[ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) || {
-  logger -t gpudoctor "health check: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor): node not checked"
-  up 0
-  exit 0
-}
-node=${SLURMD_NODENAME:-$(hostname -s)}
-
-gpus=""
-for item in $(scontrol show node "$node" 2>/dev/null | tr ' ' '\n' | sed -n 's/^Gres=//p' | tr ',' ' '); do
-  item=${item%%(*}
-  [ "${item%%:*}" = gpu ] && gpus=${item##*:}
-done
+[ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) ||
+  not_checked "health check: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor)"
 
 # The light probe: NVML, system and kernel-log facts only (no torch).
 line=$("$gpudoctor" check --only health driver system.shm ${gpus:+--expect-gpus "$gpus"} --format npd \
   ${GPUDOCTOR_EXTRA:-} 2>/dev/null)
 rc=$?
-if [ "$rc" -gt 1 ]; then
-  logger -t gpudoctor "health check on $node: gpudoctor exited $rc: node not checked"
-  up 0
-  exit 0
-fi
+[ "$rc" -gt 1 ] && not_checked "health check on $node: gpudoctor exited $rc"
 up 1
 state=$(sinfo -h -N -n "$node" -o '%T|%E' 2>/dev/null | head -n 1)
 reason=${state#*|}

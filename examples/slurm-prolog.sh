@@ -14,39 +14,23 @@
 # gpudoctor) and by gpudoctor_up{hook="prolog"} 0 in node_exporter's textfile folder (where that folder exists;
 # 1 again once gpudoctor runs). A node an administrator already drained is left with the administrator's reason.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-textfiles=${GPUDOCTOR_TEXTFILE_DIR:-/var/lib/node_exporter/textfile}
-up() { # up 0|1: whether gpudoctor could check this node, for node_exporter (a whole file, renamed into place)
-  [ -d "$textfiles" ] || return 0
-  printf '%s\n' "# HELP gpudoctor_up Whether gpudoctor ran in a Slurm hook (0: missing or failed, not checked)." \
-    '# TYPE gpudoctor_up gauge' "gpudoctor_up{hook=\"prolog\"} $1" >"$textfiles/.gpudoctor-prolog.$$" &&
-    mv -f "$textfiles/.gpudoctor-prolog.$$" "$textfiles/gpudoctor-prolog.prom"
+hook=prolog
+shared=$(dirname "$0")/gpudoctor-slurm-hooks.sh # what both Slurm hooks share: install it beside this script
+. "$shared" || {
+  logger -t gpudoctor "prolog: $shared is missing: node not checked"
+  exit 0
 }
 # Where the README's node-wide install puts it (a venv in /opt/gpudoctor, installed from a checkout or a wheel).
 gpudoctor=${GPUDOCTOR:-/opt/gpudoctor/bin/gpudoctor}
-[ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) || {
-  logger -t gpudoctor "prolog: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor): node not checked"
-  up 0
-  exit 0
-}
-node=${SLURMD_NODENAME:-$(hostname -s)}
+[ -x "$gpudoctor" ] || gpudoctor=$(command -v gpudoctor) ||
+  not_checked "prolog: gpudoctor is not installed (/opt/gpudoctor/bin/gpudoctor)"
 reports=${GPUDOCTOR_REPORTS:-/var/log/gpudoctor}
 mkdir -p "$reports"
-
-# The node's configured GPUs: the count of Gres=gpu[:type]:N[(S:...)] in `scontrol show node`.
-gpus=""
-for item in $(scontrol show node "$node" 2>/dev/null | tr ' ' '\n' | sed -n 's/^Gres=//p' | tr ',' ' '); do
-  item=${item%%(*}
-  [ "${item%%:*}" = gpu ] && gpus=${item##*:}
-done
 
 line=$("$gpudoctor" check --only health driver system.shm ${gpus:+--expect-gpus "$gpus"} --format npd \
   -o "$reports/$node-${SLURM_JOB_ID:-manual}.json" 2>>"$reports/$node-prolog.log")
 rc=$?
-if [ "$rc" -gt 1 ]; then
-  logger -t gpudoctor "prolog on $node: gpudoctor exited $rc (see $reports/$node-prolog.log): node not checked"
-  up 0
-  exit 0
-fi
+[ "$rc" -gt 1 ] && not_checked "prolog on $node: gpudoctor exited $rc (see $reports/$node-prolog.log)"
 up 1
 if [ "$rc" -eq 1 ]; then
   reason=$(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1)

@@ -253,7 +253,9 @@ def test_a_hook_whose_gpudoctor_fails_or_is_missing_lets_the_job_start_and_tells
     assert len(logged[1]) == 2 and "gpudoctor is not installed" in logged[1][1]
     assert all("node not checked" in line for line in logged[1])
     assert logged[2] == logged[1], "a working gpudoctor is not logged"
-    helps = {re.search(r"# HELP gpudoctor_up [^\"']*", (EXAMPLES / f"slurm-{h}.sh").read_text())[0] for h in HOOKS}
+    shared = (EXAMPLES / "gpudoctor-slurm-hooks.sh").read_text()  # what both hooks source
+    texts = [(EXAMPLES / f"slurm-{h}.sh").read_text() + shared for h in HOOKS]
+    helps = {re.search(r"# HELP gpudoctor_up [^\"']*", text)[0] for text in texts}
     assert len(helps) == 1, "node_exporter refuses a family whose files give it two HELP texts"
 
 
