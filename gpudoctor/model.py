@@ -162,6 +162,9 @@ class Result:
     explained_by: str | None = None  # the id of the cause (the report's `causes`) this finding is a symptom of
     detail: str | None = None  # raw text (an exception, a program's output): -v and the JSON show it, no summary
     quotes: list[str] = field(default_factory=list)  # lines of the input it rests on ("line 3: ..."): quotations
+    scale: float | None = None  # stamped by the runner: the share of its work a --budget ran it at (None: all)
+    budget_s: float | None = None  # stamped by the runner: the --budget whose time ran out before it finished
+    revised_by: list[str] = field(default_factory=list)  # the diagnosis's revisions that rewrote it (diagnosis/)
 
     @property
     def label(self) -> str:

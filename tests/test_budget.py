@@ -12,9 +12,9 @@ import pytest
 from helpers.common import gpudoctor
 
 from gpudoctor import registry
+from gpudoctor.diagnosis.shortened import short_run
 from gpudoctor.engine import budget as budget_mod
 from gpudoctor.engine.budget import Budget, Cost, declared, fit, ordered
-from gpudoctor.engine.budget_verdicts import short_run
 from gpudoctor.judging import ddp
 from gpudoctor.model import Metric, Result, Row, Status
 

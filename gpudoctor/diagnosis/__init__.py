@@ -11,7 +11,11 @@ a baseline, and what it measured stays in its detail.
 
     causes = diagnose(Evidence(results, facts, observations))
 
-Results are changed in place; the causes come back worst first.
+First the revisions (revisions.py) rewrite what a check's own verdict cannot say: a pasted error joins the verdict
+of the check that owns its cause, a workload a --budget shortened gives only the verdicts a short run can. This is
+the one place a result is rewritten after its check returned it. Results are changed in place (the list too: a
+revision may add results); the causes come back worst first. Diagnosing the same results twice changes nothing
+more.
 """
 
 from __future__ import annotations
@@ -80,8 +84,12 @@ Rule = Callable[[Evidence], list[Found]]
 
 
 def diagnose(evidence: Evidence, rules: Iterable[Rule] | None = None) -> list[Cause]:
-    """Every rule over the evidence, in order (a finding is explained by the first cause that claims it); the
-    results are changed in place, the causes returned worst first, each listing the findings it explains."""
+    """The revisions, then every rule over the evidence, in order (a finding is explained by the first cause that
+    claims it); the results are changed in place, the causes returned worst first, each listing the findings it
+    explains."""
+    from gpudoctor.diagnosis.revisions import REVISIONS, revise
+
+    revise(evidence, REVISIONS)
     if rules is None:
         from gpudoctor.diagnosis.rules import CLUSTER_RULES, RULES
 

@@ -78,7 +78,7 @@ def pcie_acs(ev: Evidence) -> list[Found]:
                 evidence=[f"line {s.get('line')}: {s.get('text')}" for s in sightings[:3]],
                 source=ACS_SOURCE,
             ),
-            fold=("health.pcie", "p2p.bandwidth", "p2p.topology", "network.nccl", "bench.nccl-tests"),
+            fold=("health.pcie", "p2p.access", "p2p.topology", "network.nccl", "bench.nccl-tests"),
         )
     ]
 

@@ -1,5 +1,6 @@
 """Running a plan's checks: in order, under SIGTERM handling and optional progress, with the results the run
-itself adds (plugins that did not load, a paste's conflicts); and a single node's whole run.
+itself adds (plugins that did not load); and a single node's whole run. What a paste adds and how it changes a
+verdict is the diagnosis's (gpudoctor/diagnosis/revisions.py).
 """
 
 from __future__ import annotations
@@ -52,10 +53,6 @@ def execute(
         signal.signal(signal.SIGTERM, previous)
     if cluster is None or cluster.leader:
         run.results = broken_plugin_results(plan.broken) + run.results
-    if "paste" in plan.facts:
-        from gpudoctor.paste.evidence import conflict_results, unread_results
-
-        run.results = unread_results(plan.facts) + conflict_results(plan.facts) + run.results
     return run
 
 

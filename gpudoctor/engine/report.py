@@ -6,6 +6,7 @@ A node's report (alone, or its own part of a cluster run) and rank 0's cluster r
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -56,7 +57,10 @@ def report(
 ) -> Report:
     """The report of a run: this node's (alone, or its part of a cluster run), or with `nodes` rank 0's cluster
     report, whose exit code also says whether any node is to be drained. The diagnosis reads the results first
-    (with who used the GPUs around each workload, `observations`): the causes lead the report."""
+    (with who used the GPUs around each workload, `observations`) and is the one place they are rewritten (a
+    paste's evidence, a shortened run's verdicts, findings folded beneath their cause): the causes lead the report.
+    It rewrites a copy: `results` stay as the checks returned them, so a node of a cluster run, which reports twice
+    from the same results, gets the same diagnosis both times."""
     from gpudoctor.diagnosis import Evidence, diagnose
     from gpudoctor.report import document as doc
     from gpudoctor.report.exits import exit_code
@@ -64,6 +68,7 @@ def report(
 
     stamp = meta(plan, started)
     live = plan.source.startswith("live")
+    results = [fresh(r) for r in results]
     evidence = Evidence(results, plan.facts, observations or [], nodes.summaries if nodes else [], live)
     results, causes = gated(results, diagnose(evidence))
     if nodes is None:
@@ -73,6 +78,18 @@ def report(
         results, nodes.summaries, stamp, plan.strict, interrupted, nodes.launcher, nodes.credential, causes
     )
     return Report(results, built)
+
+
+def fresh(result: Result) -> Result:
+    """A copy of `result` the diagnosis may rewrite: the result, its rows, their figures and its lists of text are
+    its own (what the diagnosis changes); a remediation is replaced there, never changed, so it is shared."""
+    copied = copy.copy(result)
+    copied.rows = [copy.copy(row) for row in result.rows]
+    for row in copied.rows:
+        row.metrics = [copy.copy(m) for m in row.metrics]
+    copied.metrics = [copy.copy(m) for m in result.metrics]
+    copied.quotes, copied.revised_by = [*result.quotes], [*result.revised_by]
+    return copied
 
 
 def meta(plan: Plan, started: Started) -> dict[str, Any]:

@@ -185,10 +185,9 @@ def _budget(options: Options, facts: dict[str, Any], specs: list[CheckSpec]) -> 
 
 
 def _within(budget: Any, spec: CheckSpec, ctx: CheckContext) -> list[Result]:
-    """A workload under the budget: skipped where it cannot run or does not fit, else sized to the time left, its
-    verdicts those a shortened run can give (engine/budget_verdicts.py)."""
-    from gpudoctor.engine.budget_verdicts import short_run
-
+    """A workload under the budget: skipped where it cannot run or does not fit, else sized to the time left. Its
+    results record the share of its work it ran (run_one) and the budget whose time ran out on it, where the
+    budget's limit was shorter than its own and it timed out; the diagnosis says what a short run's verdicts are."""
     if unmet(spec, ctx):
         return run_one(spec, ctx)
     across = "cluster" in spec.needs
@@ -205,8 +204,10 @@ def _within(budget: Any, spec: CheckSpec, ctx: CheckContext) -> list[Result]:
     elapsed = time.monotonic() - started
     timed_out = any(r.status == Status.TIMEOUT for r in results)
     budget.learn(spec.id, ctx.work_factor, elapsed * (OVERRAN if timed_out else 1.0))
-    cut_by_budget = decision.limit_s is not None and decision.limit_s < own_limit
-    return short_run(results, decision.scale, budget.seconds if cut_by_budget else None)
+    if timed_out and decision.limit_s is not None and decision.limit_s < own_limit:
+        for result in results:
+            result.budget_s = budget.seconds
+    return results
 
 
 OVERRAN = 1.25  # a workload the budget cut took longer than it ran: learnt as a quarter more, at the least
@@ -230,15 +231,13 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> list[Result]:
             results = [Result(Status.ERROR, f"{spec.id} returned {exc}; a check returns a Result or a list of them")]
         except Exception as exc:
             results = [Result(Status.ERROR, f"the check itself broke: {type(exc).__name__}: {exc}")]
-    if "paste" in ctx.facts:
-        from gpudoctor.paste.evidence import attach
-
-        results = attach(spec.id, results, ctx.facts, live=not ctx.options.offline)
     elapsed = time.monotonic() - started
     for result in results:
         result.check_id = result.check_id or spec.id
         result.title = result.title or spec.title
         result.duration_s = result.duration_s or round(elapsed, 3)
+        result.scale = ctx.scale if ctx.scale < 1.0 else None  # how it ran: the runner's, never the check's
+        result.budget_s = None
     return results
 
 

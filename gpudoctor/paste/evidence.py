@@ -5,6 +5,9 @@ check could not judge (the paste held no facts for it), the signature is the ver
 the line quoted; where it judged, the line is quoted beside its verdict (raised to the signature's status: the error did
 happen), and a signature the facts did not explain (a pass beside "CUDA error 804") is a warning of its own,
 so nothing the user pasted is silently lost.
+
+The diagnosis applies it, after the checks (its `paste-evidence` revision, gpudoctor/diagnosis/revisions.py): the
+one place a check's result is rewritten.
 """
 
 from __future__ import annotations

@@ -3,13 +3,17 @@ fewer repetitions than its full run fails only where it is grossly below its pas
 its healthy figure is no noise); nearer the line it is "unstable", a warning that names the shortened run. A
 workload the budget's time ran out on is skipped as cut short, never failed or timed out. Correctness (wrong
 results, ranks that disagree, a gradient unlike one process's) is judged as in a full run: a short run proves it as
-well; a loss that did not fall over a shortened run's fewer steps is a warning (a loss may rise before it falls)."""
+well; a loss that did not fall over a shortened run's fewer steps is a warning (a loss may rise before it falls).
+
+The runner records how a workload ran (`Result.scale`, `Result.budget_s`); the diagnosis's `short-run` revision
+(revisions.py) gives its results these verdicts."""
 
 from __future__ import annotations
 
 from gpudoctor.model import SEVERITY, Metric, Result, Row, Status, finite_number, worst
 
 GROSS = 0.5  # below half its pass line (or past twice it, where less is better) a short run's figure still fails
+LOSS_FALLS = "loss-falls"  # the aspect judging/ddp.py gives the loss's trend (ddp.train, cluster.ddp)
 
 
 def short_run(results: list[Result], scale: float, cut_by: float | None) -> list[Result]:
@@ -48,7 +52,7 @@ def _shortened(result: Result, scale: float) -> Result:
 def _soften(item: Result | Row, scale: float) -> None:
     """A figure-based failure or warning of a shortened run that is not gross, or a loss that did not fall in its
     fewer steps: a warning that says so."""
-    if isinstance(item, Result) and item.aspect == "loss-falls" and item.status == Status.FAIL:
+    if isinstance(item, Result) and item.aspect == LOSS_FALLS and item.status == Status.FAIL:
         item.status = Status.WARN
         item.summary = f"unstable ({scale:.0%} of its steps): {item.summary}; a full run judges it"
         return
