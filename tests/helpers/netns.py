@@ -25,6 +25,13 @@ def _ip(*args: str) -> None:
         raise HostsUnavailable(f"ip {' '.join(args)}: {proc.stderr.strip()}")
 
 
+def _switch(name: str) -> None:
+    """A switch: a namespace of its own holding a bridge `br0`, up."""
+    _ip("netns", "add", name)
+    _ip("-n", name, "link", "add", "br0", "type", "bridge")
+    _ip("-n", name, "link", "set", "br0", "up")
+
+
 class Hosts:
     """`count` hosts named node-0.., at 10.213.<net>.1.., each with one interface `eth0`."""
 
@@ -49,21 +56,24 @@ class Hosts:
         return f"10.213.{self.net}.{i + 1}"
 
     def _build(self, count: int) -> None:
-        _ip("netns", "add", self.switch)
-        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.switch, "link", "set", "br0", "up")
+        _switch(self.switch)
         for i in range(count):
-            ns, near, far = self.namespace(i), f"{self.tag}a{i}", f"{self.tag}b{i}"
-            _ip("netns", "add", ns)
-            _ip("link", "add", near, "type", "veth", "peer", "name", far)
-            _ip("link", "set", near, "netns", self.switch)
-            _ip("link", "set", far, "netns", ns)
-            _ip("-n", self.switch, "link", "set", near, "master", "br0", "up")
-            _ip("-n", ns, "link", "set", far, "name", "eth0")
-            _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("netns", "add", self.namespace(i))
+            self._cable(i, self.switch, ("a", "b"), "eth0", self.address(i))
+            _ip("-n", self.namespace(i), "link", "set", "lo", "up")
         self._hosts_files(count)
+
+    def _cable(self, i: int, switch: str, ends: tuple[str, str], device: str, address: str) -> None:
+        """A veth pair from host i's `device` (at `address`/24) to a port of `switch`'s bridge; `ends` tell the
+        pair's names apart from another switch's."""
+        ns, near, far = self.namespace(i), f"{self.tag}{ends[0]}{i}", f"{self.tag}{ends[1]}{i}"
+        _ip("link", "add", near, "type", "veth", "peer", "name", far)
+        _ip("link", "set", near, "netns", switch)
+        _ip("link", "set", far, "netns", ns)
+        _ip("-n", switch, "link", "set", near, "master", "br0", "up")
+        _ip("-n", ns, "link", "set", far, "name", device)
+        _ip("-n", ns, "addr", "add", f"{address}/24", "dev", device)
+        _ip("-n", ns, "link", "set", device, "up")
 
     def _hosts_files(self, count: int) -> None:
         """Host names resolve inside the namespaces as on a cluster: `ip netns exec` binds
@@ -99,10 +109,9 @@ class Hosts:
 
     def kill(self, i: int) -> None:
         """The host dies: every process in its namespace is killed at once."""
-        pids = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
-        for pid in pids.split():
+        for pid in self.pids_of(i):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
     def pids_of(self, i: int) -> list[int]:
         """Every process in host i's network namespace."""
@@ -137,18 +146,10 @@ class TwoNicHosts(Hosts):
     def _build(self, count: int) -> None:
         super()._build(count)
         self.switch2 = f"{self.tag}t"
-        _ip("netns", "add", self.switch2)
-        _ip("-n", self.switch2, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.switch2, "link", "set", "br0", "up")
+        _switch(self.switch2)
         for i in range(count):
-            ns, near, far = self.namespace(i), f"{self.tag}c{i}", f"{self.tag}d{i}"
-            _ip("link", "add", near, "type", "veth", "peer", "name", far)
-            _ip("link", "set", near, "netns", self.switch2)
-            _ip("link", "set", far, "netns", ns)
-            _ip("-n", self.switch2, "link", "set", near, "master", "br0", "up")
-            _ip("-n", ns, "link", "set", far, "name", "eth1")
-            _ip("-n", ns, "addr", "add", f"{self.second_address(i)}/24", "dev", "eth1")
-            _ip("-n", ns, "link", "set", "eth1", "up")
+            ns = self.namespace(i)
+            self._cable(i, self.switch2, ("c", "d"), "eth1", self.second_address(i))
             _ip("-n", ns, "link", "add", "docker0", "type", "bridge")
             _ip("-n", ns, "addr", "add", "172.17.0.1/16", "dev", "docker0")
             _ip("-n", ns, "link", "set", "docker0", "up")
