@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers.common import BENCH, FIXTURES, GPUDOCTOR, PASTES, SNAPSHOTS, gpudoctor
+from helpers.drainreport import cluster_report, slurm_stand_ins
 
 from gpudoctor import baseline, cli, config, probe
 from gpudoctor.engine import Request, budget
@@ -591,37 +592,10 @@ def test_baseline_save_with_a_closed_pipe_saves_and_exits_0(tmp_path: Path) -> N
     assert baseline.load(saved)["figures"] == {"site.figure:rate": 12.5}
 
 
-def cluster_report(tmp_path: Path) -> Path:
-    """Rank 0's report of five nodes: n1 lost, n2 failing, the rest passing."""
-    from gpudoctor.model import Metric, Result, Row, Status
-    from gpudoctor.report import document as doc
-
-    slow = [Metric("node_link_bandwidth", 0.01, "GB/s", expected=1.0, expected_source="upper quartile")]
-    failing = Result(
-        Status.FAIL,
-        "n2 slow",
-        rows=[Row(Status.FAIL, "slow, confirmed", node="n2", metrics=slow, confirmed=True)],
-        check_id="cluster.links",
-        title="Links between nodes",
-    )
-    nodes = [{"name": n, "rank": i, "status": "pass", "exit_code": 0, "checks": []} for i, n in enumerate(("n0", "n2"))]
-    nodes.insert(1, {"name": "n1", "rank": 1, "lost": "never joined within 20 s", "exit_code": None, "status": "error"})
-    meta = {"host": "n0", "started_at": "2026-11-23T10:00:00+00:00", "duration_s": 1.0, "level": "standard"}
-    path = tmp_path / "cluster.json"
-    path.write_text(json.dumps(doc.build_cluster([failing], nodes, {**meta, "source": "live"}, False, False, "slurm")))
-    return path
-
-
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_drain_with_a_closed_pipe_drains_every_node_and_keeps_its_code(tmp_path: Path, dry_run: bool) -> None:
     """A closed pipe stopped `drain` after its first node (BrokenPipeError): every node is acted on all the same."""
-    folder, calls = tmp_path / "bin", tmp_path / "calls"
-    folder.mkdir()
-    (folder / "sinfo").write_text("#!/bin/sh\nprintf 'n0|idle|none\\nn1|idle|none\\nn2|allocated|none\\n'\n")
-    (folder / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    for tool in ("sinfo", "scontrol"):
-        (folder / tool).chmod(0o755)
-    env = {"PATH": f"{folder}:{os.environ['PATH']}"}
+    env, calls = slurm_stand_ins(tmp_path, "n0|idle|none\\nn1|idle|none\\nn2|allocated|none\\n")
     code, err = closed_stdout("drain", str(cluster_report(tmp_path)), *(["--dry-run"] if dry_run else []), env=env)
     assert code == 0 and "Traceback" not in err and "internal error" not in err, err[-600:]
     drained = [] if dry_run else calls.read_text().splitlines()
