@@ -1,6 +1,7 @@
 """The `gpudoctor` command. Imports are lazy: --help and --version load only this module and the format table
-(report/formats.py, with the exit codes and the result vocabulary it names); `list` adds the registry and the
-check modules. Everything else (the engine, the facts, the reports) loads when a command runs
+(report/formats.py, with the exit codes and the result vocabulary it names); `list` adds the registry, which reads
+the built-in checks' declarations from their source without running a check module, and the console it prints
+through. Everything else (the engine, the facts, the reports) loads when a command runs
 (tests/test_front_door.py lists the modules each one loads)."""
 
 from __future__ import annotations
@@ -303,16 +304,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from gpudoctor.registry import discover
+    from gpudoctor.registry import listing
     from gpudoctor.report.console import add, emit, fitted
 
-    discovery = discover(args.checks_dir)
+    found = listing(args.checks_dir)
     table = Table(box=None, pad_edge=False)
     for column in ("id", "level", "source", "description"):
         table.add_column(column, overflow="fold")
-    for spec in discovery.specs:
-        add(table, spec.id, spec.level, spec.source, spec.description)
-    for source, error in discovery.broken:
+    for declared in found.declared:
+        add(table, declared.id, declared.level, declared.source, declared.description)
+    for source, error in found.broken:
         add(table, "plugins.load", "-", source, f"failed to load: {error}")
     emit(fitted(Console()), table)
     return 0

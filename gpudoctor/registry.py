@@ -1,12 +1,13 @@
 """Check declaration and discovery: built-ins, entry-point plugins, and site-local directories.
 
 Declaring a check attaches a `CheckSpec` to its function; discovery imports modules and collects
-those specs. Check modules import neither torch nor pynvml at module level, so `gpudoctor list`
-stays fast.
+those specs. `gpudoctor list` runs no built-in check module: it reads each declaration from the module's
+source (`listing`), so it loads no judge, data table or GPU library; plugins are imported as a run imports them.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import math
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
@@ -26,6 +27,7 @@ from gpudoctor.text import harmless
 from gpudoctor.workloads import guard
 
 LEVELS = ("quick", "standard", "full")
+DEFAULT_LEVEL = LEVELS[0]
 TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
 # A check that names no fact source is given all of them (a plugin written before they existed).
 NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
@@ -85,7 +87,7 @@ class CheckSpec:
 def check(
     id: str,
     title: str,
-    level: str = "quick",
+    level: str = DEFAULT_LEVEL,
     needs: Iterable[str] = (),
     uses: Iterable[str] = (),
     min_gpus: int = 0,
@@ -97,11 +99,9 @@ def check(
     the config keys it reads, with their defaults (thresholds); `work` what a workload costs under --budget."""
     needs, uses = tuple(needs), tuple(uses)
     _validate(id, level, needs + uses)
-    if not isinstance(title, str) or not title.strip():
-        raise ValueError(f"check {id}: its title is {title!r}, not a line of text")
+    title = _title(id, title)
     if not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
         raise ValueError(f"check {id}: timeout_s {timeout_s!r} is not a positive number of seconds")
-    title = harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = first_sentence(fn.__doc__ or title)
@@ -128,6 +128,13 @@ def first_sentence(doc: str, limit: int = DOC_CHARS) -> str:
     if len(sentence) <= limit:
         return sentence
     return sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _title(check_id: str, title: Any) -> str:
+    """A declared title as `list` and the console show it: its first line, without control characters."""
+    if not isinstance(title, str) or not title.strip():
+        raise ValueError(f"check {check_id}: its title is {title!r}, not a line of text")
+    return harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
 
 
 def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
@@ -172,11 +179,8 @@ def discover(checks_dirs: Iterable[str | Path] = (), entry_points: bool = True) 
     found = Discovery()
     for name in builtin_modules():
         found.specs += specs_in(importlib.import_module(f"gpudoctor.checks.{name}"), "builtin")
-    if entry_points:
-        _load_entry_points(found)
-    for directory in [*checks_dirs, *_env_dirs()]:
-        _load_directory(Path(directory), found)
-    _drop_duplicates(found)
+    _load_plugins(found, checks_dirs, entry_points)
+    found.specs = _first_of_each(found.specs, found.broken)
     return found
 
 
@@ -188,6 +192,107 @@ def builtin_modules() -> list[str]:
     order = list(gpudoctor.checks.ORDER)
     names = sorted(m.name for m in pkgutil.iter_modules(gpudoctor.checks.__path__))
     return sorted(names, key=lambda name: order.index(name) if name in order else len(order))
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A check as `gpudoctor list` shows it: what its declaration says."""
+
+    id: str
+    level: str
+    description: str
+    source: str = "builtin"
+
+
+@dataclass
+class Listing:
+    """Every check's declaration, and every plugin that could not be loaded (as `Discovery` has them)."""
+
+    declared: list[Declared] = field(default_factory=list)
+    broken: list[tuple[str, str]] = field(default_factory=list)
+
+
+def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
+    """Every check as `list` shows it, in `discover`'s order, without running a built-in check module: each
+    one's declarations read from its source (`declared_in`; a module whose declarations it cannot read, written
+    with other than literals, is imported). Plugins are imported as a run imports them."""
+    found: list[Declared] = []
+    for name in builtin_modules():
+        module = f"gpudoctor.checks.{name}"
+        read = declared_in(_source(module))
+        found += [_declared(s) for s in specs_in(importlib.import_module(module), "builtin")] if read is None else read
+    plugins = Discovery()
+    _load_plugins(plugins, checks_dirs, entry_points=True)
+    found += [_declared(spec) for spec in plugins.specs]
+    return Listing(_first_of_each(found, plugins.broken), plugins.broken)
+
+
+def _declared(spec: CheckSpec) -> Declared:
+    return Declared(spec.id, spec.level, spec.description, spec.source)
+
+
+def _source(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    assert spec and spec.loader
+    return spec.loader.get_source(module) or ""  # type: ignore[attr-defined]
+
+
+# A declaration as the built-in modules write it: `@check(` at a line's start, the `def` below it, its
+# signature ending a line with `:`, then its docstring, if any. This much of the source is parsed, not all.
+DECLARATION = re.compile(r"^@check\(", re.M)
+DEFINITION = re.compile(r"^(?:async[ \t]+)?def[ \t]", re.M)
+LINE_END_COLON = re.compile(r":[ \t]*\n")
+DOCSTRING = re.compile(r"[ \t]*[rRuU]?(\"\"\"|\'\'\')")
+
+
+def declared_in(source: str) -> list[Declared] | None:
+    """The checks a built-in module's source declares, read as `check` would declare them (the same title,
+    level and description, checked the same way), or None where one is not written out in literals."""
+    found = []
+    for start in DECLARATION.finditer(source):
+        definition = DEFINITION.search(source, start.end())
+        signature = LINE_END_COLON.search(source, definition.end()) if definition else None
+        if signature is None:
+            return None
+        opening = DOCSTRING.match(source, signature.end())
+        closing = source.find(opening[1], opening.end()) + len(opening[1]) if opening else signature.end()
+        if closing < signature.end():
+            return None
+        try:
+            declared = _declared_by(ast.parse(source[start.start() : closing] + ("" if opening else " ...")).body[0])
+        except SyntaxError:
+            return None
+        if declared is None:
+            return None
+        found.append(declared)
+    return found
+
+
+def _declared_by(function: ast.stmt) -> Declared | None:
+    """What `@check(...)` above `function` declares, where its id, title and level are literals."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    calls = [d for d in function.decorator_list if isinstance(d, ast.Call)]
+    call = next((c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "check"), None)
+    if call is None:
+        return None
+    given = dict(zip(("id", "title", "level"), call.args, strict=False))
+    given |= {k.arg: k.value for k in call.keywords if k.arg}
+    try:
+        check_id, title = ast.literal_eval(given["id"]), ast.literal_eval(given["title"])
+        level = ast.literal_eval(given["level"]) if "level" in given else DEFAULT_LEVEL
+    except (KeyError, ValueError, TypeError, SyntaxError):
+        return None
+    _validate(check_id, level, ())
+    title = _title(check_id, title)
+    return Declared(check_id, level, first_sentence(ast.get_docstring(function, clean=False) or title))
+
+
+def _load_plugins(found: Discovery, checks_dirs: Iterable[str | Path], entry_points: bool) -> None:
+    if entry_points:
+        _load_entry_points(found)
+    for directory in [*checks_dirs, *_env_dirs()]:
+        _load_directory(Path(directory), found)
 
 
 def _env_dirs() -> list[str]:
@@ -269,11 +374,15 @@ def unsafe_for_root(path: Path, euid: int | None = None) -> str:
     return ""
 
 
-def _drop_duplicates(found: Discovery) -> None:
-    seen: dict[str, CheckSpec] = {}
-    for spec in found.specs:
+Found = TypeVar("Found", CheckSpec, Declared)
+
+
+def _first_of_each(found: list[Found], broken: list[tuple[str, str]]) -> list[Found]:
+    """The first check of each id; a later one is a broken plugin."""
+    seen: dict[str, Found] = {}
+    for spec in found:
         if spec.id in seen:
-            found.broken.append((spec.source, f"check id {spec.id} is already defined by {seen[spec.id].source}"))
+            broken.append((spec.source, f"check id {spec.id} is already defined by {seen[spec.id].source}"))
         else:
             seen[spec.id] = spec
-    found.specs = list(seen.values())
+    return list(seen.values())

@@ -3,6 +3,7 @@ module by module (a module added to one of these paths fails this test until it 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -21,28 +22,22 @@ HELP = {
     "gpudoctor.report.formats",
     "gpudoctor.text",  # the gate every error line passes (stdlib only)
 }
-# `list` also reads every check's declaration: the registry, the check modules with the pure judges they name,
-# and the console it prints through.
+# `list` also reads every check's declaration from its module's source (registry.listing), running no check module:
+# the registry (with the fact sources a check may name, and the guard a plugin's import runs under), the package
+# that orders the areas, and the console it prints through.
 LIST = HELP | {
-    "gpudoctor.api",
     "gpudoctor.registry",
     "gpudoctor.workloads",
     "gpudoctor.workloads.guard",
     "gpudoctor.facts",
-    "gpudoctor.facts.identity",
-    "gpudoctor.facts.nvml",
     "gpudoctor.facts.schema",
-    "gpudoctor.judging",
     "gpudoctor.report.console",
     "gpudoctor.checks",
-    "gpudoctor.checks.ranks",
-    "gpudoctor.words",
-    "gpudoctor.command",  # the checks declare their commands' templates (gpudoctor/command.py)
 }
-# Never on these paths: the GPU stack, the engine and what only a run needs (`list` reads versions with packaging,
-# which the torch judges use at import).
-NEVER = ("torch", "pynvml", "psutil", "gpudoctor.engine", "gpudoctor.context", "gpudoctor.cluster", "gpudoctor.paste",
-         "gpudoctor.diagnosis", "gpudoctor.facts.system", "gpudoctor.workloads.launch")  # fmt: skip
+# Never on these paths: the GPU stack, the judges with their tables, the engine and what only a run needs.
+NEVER = ("torch", "pynvml", "psutil", "packaging", "gpudoctor.judging", "gpudoctor.paste", "gpudoctor.diagnosis",
+         "gpudoctor.checks.", "gpudoctor.api", "gpudoctor.engine", "gpudoctor.context", "gpudoctor.cluster",
+         "gpudoctor.facts.system", "gpudoctor.facts.nvml", "gpudoctor.workloads.launch")  # fmt: skip
 
 PROBE = """
 import contextlib, io, json, sys
@@ -67,16 +62,36 @@ def ours(modules: set[str]) -> set[str]:
 def test_help_and_version_load_the_command_line_and_the_format_table_only(argv: tuple[str, ...]) -> None:
     modules = loaded(*argv)
     assert ours(modules) == HELP
-    assert not any(m.startswith((*NEVER, "packaging")) or m == "rich" or m.startswith("rich.") for m in modules)
+    assert not any(m.startswith(NEVER) or m == "rich" or m.startswith("rich.") for m in modules)
 
 
-def test_list_loads_the_declarations_and_the_pure_judges_only() -> None:
+def test_list_reads_the_declarations_without_running_a_check_module_or_a_judge() -> None:
     modules = loaded("list")
-    checks = {m for m in ours(modules) if m.startswith("gpudoctor.checks.") and m != "gpudoctor.checks.ranks"}
-    judging = {m for m in ours(modules) if m.startswith("gpudoctor.judging.")}
-    assert ours(modules) - checks - judging == LIST
-    assert "gpudoctor.checks.ddp" in checks and "gpudoctor.judging.expect" in judging
-    assert not [m for m in modules if m.startswith(NEVER)], "no torch, NVML, engine, cluster or workload machinery"
+    assert ours(modules) == LIST
+    assert not [m for m in modules if m.startswith(NEVER)], "no check module, judge, table, GPU library or engine"
+
+
+def test_the_declarations_list_reads_are_those_the_check_modules_make() -> None:
+    from gpudoctor.registry import Declared, builtin_modules, declared_in, discover, listing
+
+    sources = {name: importlib.util.find_spec(f"gpudoctor.checks.{name}") for name in builtin_modules()}
+    read = {name: declared_in(spec.loader.get_source(spec.name)) for name, spec in sources.items()}  # type: ignore
+    assert None not in read.values(), "every built-in module's declarations are read from its source"
+    made = [Declared(s.id, s.level, s.description, s.source) for s in discover(entry_points=False).specs]
+    assert [d for found in read.values() for d in found or ()] == made == listing().declared
+    assert len(made) > 40
+
+
+def test_a_declaration_not_written_in_literals_is_left_to_the_import() -> None:
+    from gpudoctor.registry import Declared, declared_in
+
+    literal = '@check(\n    "site.a",\n    "A check",\n    level="full",\n)\ndef a(\n    ctx: Any,\n) -> Result:\n'
+    assert declared_in(literal + '    """Says so. More."""\n    return 1\n') == [Declared("site.a", "full", "Says so.")]
+    assert declared_in(literal + "    return 1\n") == [Declared("site.a", "full", "A check")]
+    assert declared_in('@check(ID, "A check")\ndef a(ctx):\n    """Says so."""\n') is None
+    assert declared_in('@check("site.a", TITLES["a"])\ndef a(ctx):\n    pass\n') is None
+    with pytest.raises(ValueError, match="level"):
+        declared_in('@check("site.a", "A check", "fast")\ndef a(ctx):\n    pass\n')
 
 
 def test_every_api_name_is_declared_and_loads() -> None:
