@@ -324,7 +324,9 @@ CASES = {
     "host:1:1 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file": set(),
     "host:1:1 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43210> with error 5, opcode 0, len 0": set(),
     "host:1:1 [0] NCCL INFO init.cc:1234 -> 2": set(),
-    "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error": set(),
+    # nvidia-smi's own line names no library: its "Unknown Error" is no code, but the line is a signature of its own
+    # (data/signatures/node.toml), read by the signature reader.
+    "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error": {"nvidia-smi-device-handle-failed"},
     "CUDA_SUCCESS": set(),
     "NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4": set(),
     "CUDA error 4242": set(),
@@ -335,6 +337,11 @@ CASES = {
 @pytest.mark.parametrize("line", list(CASES))
 def test_a_wrapped_code_gives_its_cause_and_no_code_gives_none(line: str) -> None:
     assert cause(line) == CASES[line]
+
+
+def test_nvidia_smis_device_handle_line_is_no_code() -> None:
+    line = "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"
+    assert sighted(line) == [("nvidia-smi-device-handle-failed", "error")]
 
 
 def test_a_line_a_signature_read_is_left_to_it_and_so_is_its_cause_elsewhere() -> None:

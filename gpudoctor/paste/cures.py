@@ -193,6 +193,42 @@ def _extension_toolkit(shown: Shown) -> Remediation:
     )
 
 
+def toolkit_for_arch(code: int) -> tuple[str, bool] | None:
+    """The CUDA toolkit that compiles for sm_<code> (nvidia.toml [toolkit_newest_arch], [toolkit_oldest_arch]):
+    the first that knows it, or where the newest no longer does (an old GPU), the last; and whether it is the
+    last. None where no toolkit in the tables knows it."""
+    table = compat.nvidia_table()
+    newest, oldest = table["toolkit_newest_arch"], table["toolkit_oldest_arch"]
+    toolkits = sorted(newest, key=compat.version)
+    knows = [t for t in toolkits if oldest.get(t, 0) <= code <= newest[t]]
+    if not knows:
+        return None
+    dropped = code < oldest.get(toolkits[-1], 0)
+    return (knows[-1], True) if dropped else (knows[0], False)
+
+
+def _nvcc_arch(shown: Shown) -> Remediation:
+    """nvcc without the GPU's architecture: build with a toolkit that has it (CUDA_HOME), of torch's CUDA major."""
+    arch = shown.values.get("arch", "")
+    found = toolkit_for_arch(int(arch)) if arch.isascii() and arch.isdigit() else None
+    if found is None:
+        return Remediation(
+            "Build with a CUDA toolkit that lists this architecture (`nvcc --list-gpu-arch`).",
+            ["nvcc --version", "nvcc --list-gpu-arch"],
+        )
+    toolkit, last = found
+    which = f"CUDA {toolkit} is the last toolkit that" if last else f"CUDA {toolkit} is the first toolkit that"
+    return fix(
+        f"{which} compiles for sm_{arch}: install it (or a {'older' if last else 'newer'} one of torch's CUDA "
+        "major) and build with it through CUDA_HOME.",
+        lambda: [
+            "nvcc --version  # the toolkit that failed",
+            "python -c 'import torch; print(torch.version.cuda)'  # torch's CUDA: build with a toolkit of its major",
+            command('export CUDA_HOME=/usr/local/cuda-{version} PATH="$CUDA_HOME/bin:$PATH"', version=toolkit),
+        ],
+    )
+
+
 def _nccl_cuda(shown: Shown) -> Remediation:
     """NCCL's "unhandled cuda error": the CUDA error under it is in NCCL's own log."""
     return Remediation(
@@ -237,6 +273,9 @@ CURES: dict[str, Callable[[Shown], Remediation | None]] = {
     "cuda-library-not-found": _shadowed_library,
     "torch-undefined-symbol": _shadowed_library,
     "cpp-extension-cuda-mismatch": _extension_toolkit,
+    "nvcc-unsupported-gpu-architecture": _nvcc_arch,
+    "cuda-home-not-set": _extension_toolkit,
+    "xformers-built-for-cuda-torch-beside-cpu-torch": _cuda_build,
     "torchvision-operator-missing": _torchvision,
     "torchvision-custom-ops-not-loaded": _torchvision,
     "torchvision-cuda-version-mismatch": _torchvision,

@@ -31,6 +31,7 @@ from importlib import resources
 from typing import Any
 
 from gpudoctor.command import Command, Unsafe, command
+from gpudoctor.judging import oom
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -149,8 +150,66 @@ def _match_line(found: Found, number: int, line: str) -> None:
             continue
         values = {k: v for k, v in match.groupdict().items() if v is not None}
         found.signature(signature.id, READER, number, values)
+        whose = whose_memory(found, number) if signature.id == OUT_OF_MEMORY else None
+        if whose:
+            found.signature(whose, READER, number, values)
         carried = {**values, WHOLE_LINE: line.strip()}
         for group, target in signature.facts.items():
             if group in carried:
                 path, _, kind = target.partition(":")
                 found.fact(path, CONVERT[kind or "str"](carried[group]), READER, number)
+
+
+# torch's out-of-memory message read by its own figures (judging/oom.py): whose memory filled the GPU.
+OUT_OF_MEMORY = "cuda-out-of-memory"
+HELD_ELSEWHERE = 0.5  # the share of the GPU's memory neither free nor this process's above which others hold it
+# torch's figures before 2.1 count only its allocator's memory, not the process's CUDA context and libraries'
+# handles (cuBLAS, cuDNN): hundreds of MiB that are the process's own, allowed for before blaming others.
+OUTSIDE_ALLOCATOR = 2**30
+FRAGMENTED = 0.05  # reserved-but-unallocated memory, as a share of the GPU, that is large (and above the request)
+RESERVED = re.compile(rf"{oom.SIZE} reserved in total by PyTorch")  # 1.4 to 2.0: this process's cache
+ALLOCATED = re.compile(rf"{oom.SIZE} already allocated")  # before 2.1
+CACHED = re.compile(rf"; {oom.SIZE} cached\)")  # 1.0 to 1.3: cached beyond the allocated
+UNALLOCATED = re.compile(rf"{oom.SIZE} is reserved by PyTorch but unallocated")  # 2.1+
+# The allocator asks CUDA for more than the request: "requests between 1MB and 10MB will allocate and split a 20MB
+# block" (c10/cuda/CUDACachingAllocator.cpp, kLargeBuffer), so a little free memory beside a small request is no room.
+LARGE_BUFFER = 20 * 2**20
+MESSAGE_LINES = 8  # a pasted message wrapped over lines: torch's is a few hundred characters
+
+
+def whose_memory(found: Found, number: int) -> str | None:
+    """What an out-of-memory line's own figures say (data/signatures/memory.toml): another process's hold where
+    the GPU is full and this process holds little of it, fragmentation where the cache's unallocated part exceeds
+    the request, the program's size where this process holds the rest; None where the figures do not say, show
+    the request fitting in the free memory, or the request alone exceeding the GPU (checks/program.py judges
+    that)."""
+    text = "\n".join(found.lines[number : number + MESSAGE_LINES])
+    read = oom.parse(text)
+    if read is None or None in (read.total, read.free, read.requested) or read.larger_than_gpu:
+        return None
+    if read.free >= read.requested + LARGE_BUFFER:  # room for the request: the figures do not explain the failure
+        return None
+    mine = _this_process(read, text)
+    if mine is None:
+        return None
+    if read.total - read.free - mine > HELD_ELSEWHERE * read.total:
+        return "cuda-out-of-memory-held-elsewhere"
+    spare = UNALLOCATED.search(text)
+    unallocated = oom.size(*spare.groups()) if spare else 0
+    if unallocated > max(read.requested or 0, FRAGMENTED * read.total):
+        return "cuda-out-of-memory-fragmented"
+    return "cuda-out-of-memory-program-size"
+
+
+def _this_process(read: oom.OutOfMemory, text: str) -> int | None:
+    """The memory torch says this process holds: all of it (2.1+), else its allocator's and an allowance for
+    what the allocator does not count; None where the message does not say."""
+    if read.this_process is not None:
+        return read.this_process
+    reserved = RESERVED.search(text)
+    if reserved:
+        return oom.size(*reserved.groups()) + OUTSIDE_ALLOCATOR
+    allocated, cached = ALLOCATED.search(text), CACHED.search(text)
+    if allocated and cached:
+        return oom.size(*allocated.groups()) + oom.size(*cached.groups()) + OUTSIDE_ALLOCATOR
+    return None

@@ -1,0 +1,248 @@
+"""Issue 49's signatures on their fixtures: whose memory an out-of-memory message's own figures show, and the
+messages of nvcc, NCCL's older shared memory, torch's DataLoader, flash-attn and vLLM, each with its cure.
+
+Each line is as its emitter prints it (the format string the entry's `source` names); the out-of-memory fixtures
+are real pastes (tests/fixtures/pastes/program/SOURCES.md) and open cases of the corpus (never sealed ones).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.common import FIXTURES
+
+from gpudoctor.paste import cures, read, signatures
+
+PROGRAM = FIXTURES / "pastes" / "program"
+CORPUS = FIXTURES / "corpus"
+NEW_FILES = ("memory.toml", "toolkit.toml", "node.toml")
+
+
+def ids(text: str) -> set[str]:
+    return {s["id"] for s in read(text).signatures}
+
+
+def whose(text: str) -> set[str]:
+    """The memory.toml verdicts of torch's out-of-memory lines in `text`."""
+    derived = {"cuda-out-of-memory-held-elsewhere", "cuda-out-of-memory-program-size", "cuda-out-of-memory-fragmented"}
+    return ids(text) & derived
+
+
+@pytest.mark.parametrize(
+    ("paste", "expected"),
+    [
+        # 1.72 GiB reserved by this process on a 39.59 GiB GPU, 474.62 MiB free: others hold the rest
+        (PROGRAM / "oom-reserved-in-total-wording-other-processes-hold-the-40-gib-a100.txt", "held-elsewhere"),
+        # this process holds 23.60 of 23.65 GiB
+        (PROGRAM / "oom-newest-wording-22-mib-on-full-23.65-gib-gpu-this-process-uses-it-all.txt", "program-size"),
+        # 22.78 GiB asked with 12.73 free and 9.35 reserved-but-unallocated: larger than both, not fragmentation
+        (
+            PROGRAM / "oom-newest-wording-22.78-gib-requested-31.47-gib-gpu-this-process-expandable-segments.txt",
+            "program-size",
+        ),
+        # open corpus cases: 686 MiB reserved of 47.54 GiB, 4.88 MiB free; 2.75 GiB reserved of 10.76 GiB
+        (CORPUS / "oom-gpu0-busy-shared-server-reid" / "paste.txt", "held-elsewhere"),
+        (CORPUS / "oom-other-program-holds-gpu-cyclegan" / "paste.txt", "held-elsewhere"),
+        # torch 1.0-1.3's "cached" wording: 435.61 MiB allocated + 26.39 MiB cached of a 1 GiB GPU
+        (CORPUS / "oom-1gb-gpu-pytorch-examples" / "paste.txt", "program-size"),
+        (CORPUS / "oom-batch-too-large-dcrnn" / "paste.txt", "program-size"),
+    ],
+    ids=lambda v: v.parent.name if isinstance(v, Path) and v.name == "paste.txt" else str(v)[-50:],
+)
+def test_an_out_of_memory_message_is_read_by_whose_memory_its_figures_show(paste: Path, expected: str) -> None:
+    text = paste.read_text(encoding="utf-8")
+    assert "cuda-out-of-memory" in ids(text)  # the message itself stays a sighting of its own
+    assert whose(text) == {f"cuda-out-of-memory-{expected}"}
+
+
+NEW = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 1.06 GiB is free. Including non-PyTorch memory, this process has {mine} memory in use. Of the "
+    "allocated memory {allocated} is allocated by PyTorch, and {unallocated} is reserved by PyTorch but unallocated."
+)
+
+
+@pytest.mark.parametrize(
+    ("mine", "allocated", "unallocated", "expected"),
+    [
+        ("3.00 GiB", "2.50 GiB", "20.00 MiB", {"cuda-out-of-memory-held-elsewhere"}),
+        ("78.00 GiB", "60.00 GiB", "17.50 GiB", {"cuda-out-of-memory-fragmented"}),
+        ("78.00 GiB", "77.00 GiB", "512.00 MiB", {"cuda-out-of-memory-program-size"}),
+    ],
+)
+def test_the_newest_wording_decides_between_another_process_fragmentation_and_size(
+    mine: str, allocated: str, unallocated: str, expected: set[str]
+) -> None:
+    assert whose(NEW.format(mine=mine, allocated=allocated, unallocated=unallocated)) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",  # no figures
+        # 9.28 GiB free for a 12.50 MiB request: the figures do not explain the failure
+        "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB "
+        "already allocated; 9.28 GiB free; 4.68 MiB cached)",
+    ],
+)
+def test_figures_that_do_not_decide_leave_the_plain_message(line: str) -> None:
+    assert "cuda-out-of-memory" in ids(line) and not whose(line)
+
+
+def test_each_verdict_prints_its_own_cure() -> None:
+    table = signatures.table()
+    held = " ".join(c for c in table["cuda-out-of-memory-held-elsewhere"].fix)
+    assert "nvidia-smi --query-compute-apps" in held and "CUDA_VISIBLE_DEVICES" in held
+    assert "batch size" in table["cuda-out-of-memory-program-size"].fix[0]
+    assert "expandable_segments:True" in table["cuda-out-of-memory-fragmented"].fix[0]
+    assert table["cuda-out-of-memory-program-size"].owner == "program.error"  # the program's, never the machine's
+    assert table["cuda-out-of-memory-fragmented"].owner == "program.error"
+
+
+# One line per new entry, as its emitter prints it (the format string its `source` names).
+LINES = [
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", "nvcc-unsupported-gpu-architecture", {"arch": "89"}),
+    (
+        "2019-07-11 12:42:11.226602: W tensorflow/compiler/xla/service/platform_util.cc:240] unable to create "
+        "StreamExecutor for CUDA:0: failed initializing StreamExecutor for CUDA device ordinal 0: Internal: failed "
+        "call to cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY: out of memory; total memory reported: 11523260416",
+        "cuda-context-out-of-memory",
+        {},
+    ),
+    (
+        "error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared",
+        "dataloader-out-of-shared-memory",
+        {},
+    ),
+    (
+        "node1:27106:27302 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+        "nccl-shm-no-space",
+        {},
+    ),
+    (
+        "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
+        "nccl-shm-open-denied",
+        {},
+    ),
+    (
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+        "program-tensors-on-different-devices",
+        {"first": "cuda:0", "second": "cpu"},
+    ),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash-attention-needs-ampere", {}),
+    (
+        "2024-02-10T10:01:02.345Z ERROR download: text_generation_launcher: Download process was signaled to "
+        "shutdown with signal 7: ",
+        "tgi-process-sigbus",
+        {"process": "Download"},
+    ),
+    (
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU "
+        "has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for "
+        "example: --dtype=half.",
+        "vllm-bfloat16-unsupported",
+        {"gpu": "Tesla T4", "capability": "7.5"},
+    ),
+    (
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+        "in KV cache (21360). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+        "vllm-context-exceeds-kv-cache",
+        {"max_len": "32768", "kv_tokens": "21360"},
+    ),
+    ("RuntimeError: copy_if failed to synchronize: device-side assert triggered", "cuda-device-side-assert", {}),
+    ("RuntimeError: CUDA error (10): invalid device ordinal", "cuda-invalid-device-ordinal", {}),
+    (
+        "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
+        "cuda-home-not-set",
+        {},
+    ),
+    (
+        "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)",
+        "xformers-built-for-cuda-torch-beside-cpu-torch",
+        {"built": "2.1.2+cu121", "torch_version": "2.1.2"},
+    ),
+    (
+        "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
+        "nvidia-smi-device-handle-failed",
+        {"pci": "0000:0B:00.0", "reason": "Unknown Error"},
+    ),
+    (
+        "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.",
+        "dkms-source-tree-missing",
+        {"tree": "/var/lib/dkms/nvidia/390.48", "module": "nvidia", "version": "390.48"},
+    ),
+    (
+        "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5",
+        "nvidia-docker-unsupported-cuda-version",
+        {"image_cuda": "7.5", "driver_cuda": "6.5"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "sid", "values"), LINES, ids=[s for _, s, _ in LINES])
+def test_each_new_message_gives_its_signature_and_values(line: str, sid: str, values: dict[str, str]) -> None:
+    sighted = [s for s in read(line).signatures if s["id"] == sid]
+    assert sighted and sighted[0]["values"] == values
+
+
+def test_every_entry_of_the_new_files_has_a_line_or_a_fixture_and_cites_its_source() -> None:
+    covered = {sid for _, sid, _ in LINES} | {
+        "cuda-out-of-memory-held-elsewhere",
+        "cuda-out-of-memory-program-size",
+        "cuda-out-of-memory-fragmented",
+    }
+    new = {sid: s for sid, s in signatures.table().items() if s.file in NEW_FILES}
+    assert set(new) <= covered
+    for signature in new.values():
+        assert signature.source and (signature.fix or signature.fix_from == "owner"), signature.id
+
+
+def fixes(sid: str, values: dict[str, str]) -> list[str]:
+    built, refused = signatures.table()[sid].fixes(values)
+    assert not refused
+    return [str(c) for c in built]
+
+
+def test_the_context_and_ordinal_and_kv_cache_fixes_build() -> None:
+    assert any("--query-compute-apps" in c for c in fixes("cuda-context-out-of-memory", {}))
+    ordinal = fixes("cuda-invalid-device-ordinal", {})
+    assert ordinal[0].startswith("nvidia-smi -L") and "CUDA_VISIBLE_DEVICES" in ordinal[1]
+    assert fixes("vllm-context-exceeds-kv-cache", {"kv_tokens": "21360"})[0].startswith(
+        "vllm serve ... --max-model-len 21360"
+    )
+    assert "num_classes" in fixes("cuda-device-side-assert", {})[0]
+
+
+@pytest.mark.parametrize(
+    ("arch", "toolkit", "last"),
+    [
+        (75, "10.0", False),
+        (86, "11.1", False),
+        (89, "11.8", False),
+        (90, "11.8", False),
+        (120, "12.8", False),
+        (35, "11.8", True),
+        (60, "12.9", True),
+    ],
+)
+def test_the_toolkit_that_compiles_for_an_architecture(arch: int, toolkit: str, last: bool) -> None:
+    assert cures.toolkit_for_arch(arch) == (toolkit, last)
+
+
+def test_the_node_entries_build_their_commands_from_the_line() -> None:
+    handle = fixes("nvidia-smi-device-handle-failed", {"pci": "0000:0B:00.0"})
+    assert handle[1].startswith("sudo lspci -vvv -s 0000:0B:00.0") and "reseat" in handle[1]
+    dkms = fixes("dkms-source-tree-missing", {"tree": "/var/lib/dkms/nvidia/390.48"})
+    assert dkms[0].startswith("sudo rm -r /var/lib/dkms/nvidia/390.48") and dkms[1].startswith("sudo dkms autoinstall")
+    cpu = cures.cure("xformers-built-for-cuda-torch-beside-cpu-torch", {}, {})
+    assert cpu is not None and any("download.pytorch.org/whl/cu" in str(c) for c in cpu.commands)
+
+
+def test_nvccs_unsupported_architecture_gets_the_toolkit_that_has_it() -> None:
+    cured = cures.cure("nvcc-unsupported-gpu-architecture", {"arch": "86"}, {})
+    assert cured is not None and "CUDA 11.1 is the first toolkit" in cured.why
+    assert any("CUDA_HOME=/usr/local/cuda-11.1" in str(c) for c in cured.commands)
+    unknown = cures.cure("nvcc-unsupported-gpu-architecture", {"arch": "999"}, {})
+    assert unknown is not None and "nvcc --list-gpu-arch" in unknown.commands
