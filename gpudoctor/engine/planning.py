@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import InputError
-from gpudoctor.paste import inputs
 
 if TYPE_CHECKING:
     from gpudoctor.cluster.env import ClusterEnv
@@ -42,12 +41,11 @@ class Plan:
 
 def plan(request: Request) -> Plan:
     """The plan for a request; raises an InputError (one line) for anything wrong with the input."""
-    from gpudoctor import config as config_mod
-
-    cfg = config_mod.load(Path(request.config) if request.config else None)
-    early_torch = start_torch_early(request, cfg.top)
+    early_torch = start_torch_early(request)
     try:
-        return _plan(request, cfg, early_torch)
+        from gpudoctor import config as config_mod
+
+        return _plan(request, config_mod.load(Path(request.config) if request.config else None), early_torch)
     except BaseException:
         if early_torch is not None:
             from gpudoctor.facts import torchinfo
@@ -56,11 +54,13 @@ def plan(request: Request) -> Plan:
         raise
 
 
-def start_torch_early(request: Request, top: dict[str, Any]) -> Any:
-    """The torch gateway's process, started before check discovery where the run will surely want torch facts
-    (a live run not narrowed by --only): importing torch is the quick level's longest step, and this lets it
-    overlap the rest of the start. A narrowed run (the health probe) starts it only if its checks need it."""
-    if request.from_file or request.only or top.get("only"):
+def start_torch_early(request: Request) -> Any:
+    """The torch gateway's process, started first, before the config file is read and the checks are found,
+    where the run will likely want torch facts (a live run not narrowed by --only): importing torch is the quick
+    level's longest step, and everything else this process does (the config, discovery, the NVML, sysfs and
+    kernel-log facts) overlaps it. A run narrowed by --only (the health probe) starts it only if its checks
+    need it; one whose config file narrows it ends it once its checks are chosen (snapshot.gather)."""
+    if request.from_file or request.only:
         return None
     from gpudoctor.facts import torchinfo
 
@@ -179,6 +179,7 @@ def read_paste_for_live(request: Request) -> dict[str, Any] | None:
         return None
     if not request.from_file:
         raise InputError("--live judges this machine against a paste: name the paste with --from FILE")
+    from gpudoctor.paste import inputs
 
     facts = inputs.load(Path(request.from_file))
     if "paste" not in facts:
@@ -207,8 +208,10 @@ def load_baseline(path: str | None) -> dict[str, Any] | None:
 def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = None) -> tuple[dict[str, Any], str]:
     """A snapshot's facts, or this node's from the sources the selected checks need (and no others); a torch
     gateway already started is used, or ended if no check wants it."""
+    if from_file:
+        from gpudoctor.paste import inputs
+
+        return inputs.load(Path(from_file)), f"snapshot:{from_file}"
     from gpudoctor.facts import snapshot
 
-    if from_file:
-        return inputs.load(Path(from_file)), f"snapshot:{from_file}"
     return snapshot.gather(sources, torch_proc), "live"
