@@ -132,6 +132,13 @@ LINES = [
     ),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash-attention-needs-ampere", {}),
     (
+        "UserWarning: The dataloader, val dataloader 0, does not have many workers which may be a bottleneck. "
+        "Consider increasing the value of the `num_workers` argument` (try 32 which is the number of cpus on this "
+        "machine) in the `DataLoader` init to improve performance.",
+        "lightning-dataloader-few-workers",
+        {"cpus": "32"},
+    ),
+    (
         "2024-02-10T10:01:02.345Z ERROR download: text_generation_launcher: Download process was signaled to "
         "shutdown with signal 7: ",
         "tgi-process-sigbus",
