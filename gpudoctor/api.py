@@ -19,10 +19,11 @@
 - Return `Result`s (or `from_rows` of per-GPU `gpu_row`s); the engine stamps the check id and title.
   Checks never print.
 
-Each name loads its module when a check module first asks for it (PEP 562), so `gpudoctor list`, which imports
-every check module to read its declaration, loads neither the engine nor the workload machinery: a check module
-names `CheckContext` under `if TYPE_CHECKING:` (its annotations are never evaluated), and the rest it names are
-the declaration, the result vocabulary and the pure judges.
+Each name loads its module when a check module first asks for it (PEP 562), so a run that imports a check
+module loads neither the engine nor the workload machinery before it needs them: a check module names
+`CheckContext` under `if TYPE_CHECKING:` (its annotations are never evaluated), and the rest it names are the
+declaration, the result vocabulary and the pure judges. `gpudoctor list` imports no check module at all: it reads
+each built-in declaration from its source (registry.listing).
 """
 
 # ruff: noqa: F401  (the imports under TYPE_CHECKING are the API's one list, never run: type checkers read
