@@ -302,3 +302,43 @@ def test_both_ends_of_a_pair_plan_the_same_transfer_size() -> None:
     assert len(own_clock) == 2, "the old way: two sizes for one pair"
     planned = links.plan_sizes(gathered, rounds, 7, 4 << 20)
     assert planned == {(0, 1): links.transfer_size(0.0101, 100.06 * 0.5 / links.budget_blocks(rounds), 7, 4 << 20)}
+
+
+@pytest.mark.parametrize(("slow", "named"), [(1.0, False), (0.1, True)])
+def test_a_loaded_re_test_with_no_good_pair_beside_it_does_not_confirm_a_link(slow: float, named: bool) -> None:
+    """Seen in CI, five namespace hosts with node-2 and node-3 limited to 100 Mbit/s: the healthy link
+    node-1 -> node-0 was slow in the ring (0.3x) and slow again in its re-test, which a load on the machine
+    (the other test worker) took to 0.25x. No good pair could run beside it (the good nodes were 0, 1 and 4),
+    so it was judged against the ring's transfers alone, measured in a quieter moment, and confirmed. Its ends
+    are now re-tested against node-4 too, in the same re-test: under the same load they are as slow, and the
+    link is unconfirmed; a link slow in itself (0.1x) is slow against them too, and named."""
+    cluster = Cluster(5, {2: 0.0125, 3: 0.0125}, slow_links={(1, 0): slow} if slow < 1 else {}, sigma=0.05)
+    transfers = cluster.measure(pairs.neighbour_rounds(list(range(5))), random.Random(11))
+    for t in transfers:
+        if (t["src"], t["dst"]) == (1, 0) and slow == 1.0:
+            t["gbps"] *= 0.3
+            t["passes"] = [p * 0.3 for p in t["passes"]]
+    look = pairs.first_look(transfers, names(5), FRACTIONS)
+    assert set(look.nodes) == {2, 3} and set(look.links) == {(1, 0)}
+    rounds = pairs.retest_rounds(look)
+    assert {(0, 4), (1, 4)} <= {pair for r in rounds for pair in r}, rounds
+    retest = cluster.measure(rounds, random.Random(12), pairs.RETEST_PASSES)
+    for t in retest:
+        if not {t["src"], t["dst"]} & {2, 3}:  # the load: every transfer between good nodes, the link's too
+            t["gbps"] *= 0.25
+            t["passes"] = [p * 0.25 for p in t["passes"]]
+    nodes, links = pairs.confirm(look, retest)
+    assert nodes[2].confirmed and nodes[3].confirmed
+    assert links[(1, 0)].confirmed is named, links[(1, 0)].summary
+    assert "re-tested alongside" in links[(1, 0)].reference.source or named
+
+
+def test_a_re_tested_pair_keeps_its_own_transfer_size_not_its_slow_neighbours() -> None:
+    """Every pair's size was the smallest either node had: node-0 and node-1, healthy neighbours of a node at
+    100 Mbit/s, were re-tested with the slow pair's 64 KiB, where the ring measured them with 4 MiB, and short
+    transfers read slower. A pair measured in the ring keeps its size; a new pair takes its slower node's
+    fastest pair's size (a slow node's stays small, so the re-test still fits its budget)."""
+    big, small = 4 << 20, 64 << 10
+    sizes = {"0-1": big, "0-2": small, "1-2": small, "0-4": big, "1-4": big, "2-4": small, "2-3": small}
+    planned = pairs.retest_sizes(sizes, [[(0, 1), (2, 4)], [(3, 0)], [(1, 4)]])
+    assert planned == {"0-1": big, "2-4": small, "0-3": small, "1-4": big}

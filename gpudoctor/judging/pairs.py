@@ -260,23 +260,21 @@ def _link_status(
 
 
 def retest_rounds(look: FirstLook) -> list[list[Pair]]:
-    """Each suspect link measured again, each suspect node against a distinct good node (worst first), and
-    a few good pairs beside them (in a round of their own where every good node is a partner), so a
-    re-tested pair is judged against good pairs measured at the same time, under the same load; as many
-    rounds of disjoint pairs as that takes (rarely more than two)."""
+    """Each suspect link measured again, each suspect node against a distinct good node (worst first), and a
+    few good pairs beside them (in a round of their own where every good node is a partner), so a re-tested
+    pair is judged against good pairs measured at the same time, under the same load; where no two good nodes
+    are free of the suspect links for that, each link's ends against a third good node (its controls); as
+    many rounds of disjoint pairs as that takes (rarely more than two). The passes go round every round in
+    turn, so every round is measured in the same stretch of time."""
     links = list(dict.fromkeys(tuple(sorted(pair)) for pair in look.links))
     ends = {node for pair in links for node in pair}
     nodes = sorted(look.nodes, key=lambda n: look.figures[n])
     good = look.good
+    controls = [c for c in link_controls(links, good) if c not in links] if len(set(good) - ends) < 2 else []
     rounds: list[list[Pair]] = []
-    while (links or nodes) and len(rounds) < MAX_RETEST_ROUNDS:
+    while (links or nodes or controls) and len(rounds) < MAX_RETEST_ROUNDS:
         used: set[int] = set()
-        pairs: list[Pair] = []
-        for a, b in list(links):
-            if not {a, b} & used:
-                pairs.append((a, b))
-                used |= {a, b}
-                links.remove((a, b))
+        pairs = _disjoint(links, used)
         for node in list(nodes):
             partner = next((g for g in good if g not in used), None)
             if partner is None:
@@ -284,6 +282,7 @@ def retest_rounds(look: FirstLook) -> list[list[Pair]]:
             pairs.append((node, partner))
             used |= {node, partner}
             nodes.remove(node)
+        pairs += _disjoint(controls, used)
         if not pairs:
             break
         free = [g for g in good if g not in used and g not in ends][: 2 * REFERENCE_PAIRS]
@@ -293,6 +292,33 @@ def retest_rounds(look: FirstLook) -> list[list[Pair]]:
         spare = [g for g in good if g not in ends][: 2 * REFERENCE_PAIRS]
         rounds.append(list(zip(spare[0::2], spare[1::2], strict=False)))
     return [r for r in rounds if r]
+
+
+def _disjoint(wanted: list[Pair], used: set[int]) -> list[Pair]:
+    """The wanted pairs that share no node with `used` or with each other, taken out of `wanted` (in order)."""
+    taken = []
+    for a, b in list(wanted):
+        if not {a, b} & used:
+            taken.append((a, b))
+            used |= {a, b}
+            wanted.remove((a, b))
+    return taken
+
+
+def link_controls(links: list[Pair], good: list[int]) -> list[Pair]:
+    """For each suspect link, both its ends against one good node outside it (one that is no suspect link's
+    end where there is one): what the same two nodes reach with another node, measured in the same re-test.
+    A load on the machine then slows the link and its controls alike; a slow link is slow between two nodes
+    that are fast with a third."""
+    ends = {node for pair in links for node in pair}
+    controls: list[Pair] = []
+    for a, b in links:
+        third = [g for g in good if g not in (a, b)]
+        if not third:
+            continue
+        c = next((g for g in third if g not in ends), third[0])
+        controls += [p for p in ((min(a, c), max(a, c)), (min(b, c), max(b, c))) if p not in controls]
+    return controls
 
 
 @dataclass
@@ -425,20 +451,38 @@ def _confirm_link(look: FirstLook, pair: Pair, retest: Retest) -> Named:
     first_value = next(t["gbps"] for t in look.transfers if (t["src"], t["dst"]) == pair)
     first = f"{first_value:.3g} GB/s in the ring"
     allow = retest.allow
-    ordered, own = _link_figures(_between_good(look))
-    reference = retest.reference(look) if retest.good_pairs else _other_links(ordered, own.get(frozenset(pair), []))
-    shown = reference or look.absolute or look.link_reference  # what the report names as the reference
+    references = _link_references(look, pair, retest)
+    shown = references[0] or look.absolute or look.link_reference  # what the report names as the reference
     again = retest.measured.get(pair)
     if again is None:
         return Named(Status.WARN, False, first_value, shown, allow, first, "not re-tested")
     measured = list(retest.measured.values())
-    status = _link_status(look, again, measured, reference, allow)
-    if retest.good_pairs:  # the good pairs may have run in a quieter moment: the ring's links judge it too
-        status = min(status, _link_status(look, again, measured, look.link_reference, allow), key=SEVERITY.get)
+    # The milder verdict: the transfers alongside may have run in a quieter moment, or the ring in one.
+    status, shown = min(
+        ((_link_status(look, again, measured, reference, allow), reference or shown) for reference in references),
+        key=lambda judged: SEVERITY[judged[0]],
+    )
     said = f"{again['gbps']:.3g} GB/s re-tested"
     if status == Status.PASS:
         return Named(Status.WARN, False, again["gbps"], shown, allow, first, f"{said}: unconfirmed")
     return Named(status, True, again["gbps"], shown, allow, first, f"{said}: confirmed")
+
+
+def _link_references(look: FirstLook, pair: Pair, retest: Retest) -> list[compare.Reference | None]:
+    """What a re-tested link is judged against: the transfers between good nodes re-tested alongside it (its
+    ends' controls and the good pairs: the same stretch of time) and the ring's links; where the re-test
+    measured none, the ring's other links alone (never a median the link's own transfers are in)."""
+    suspect = {frozenset(p) for p in look.links}
+    now = [
+        t["gbps"]
+        for (a, b), t in retest.measured.items()
+        if a not in look.nodes and b not in look.nodes and frozenset((a, b)) not in suspect
+    ]
+    if now:
+        alongside = compare.median_reference(now, "transfers between good nodes re-tested alongside")
+        return [alongside, look.link_reference]
+    ordered, own = _link_figures(_between_good(look))
+    return [_other_links(ordered, own.get(frozenset(pair), []))]
 
 
 SLOW_NODE = Remediation(
@@ -573,12 +617,20 @@ def confirmed_pairs(
 
 
 def retest_sizes(sizes: dict[str, int], rounds: list[list[Pair]]) -> dict[str, int]:
-    """A re-tested pair's transfer size: the smaller of its two nodes' sizes in the first look."""
-    own: dict[int, int] = {}
+    """A re-tested pair's transfer size: its own in the first look where it was measured there (so its figure
+    is comparable with the ring's), else the size of its slower node's fastest pair (what the probe found
+    that node can move in its share of the budget). Never the smallest size either node had: a healthy
+    neighbour of a slow node would be re-tested at the slow pair's size, and short transfers read slower."""
+    largest: dict[int, int] = {}
     for key, size in sizes.items():
         for node in map(int, key.split("-")):
-            own[node] = min(own.get(node, size), size)
-    return {f"{min(a, b)}-{max(a, b)}": min(own[a], own[b]) for pairs_ in rounds for a, b in pairs_}
+            largest[node] = max(largest.get(node, size), size)
+    planned = {}
+    for pairs_ in rounds:
+        for a, b in pairs_:
+            key = f"{min(a, b)}-{max(a, b)}"
+            planned[key] = sizes.get(key, min(largest[a], largest[b]))
+    return planned
 
 
 def gathered(outcome: Any) -> tuple[list[dict[str, Any]], dict[str, int], list[tuple[int, int]]]:
