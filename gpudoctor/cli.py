@@ -301,22 +301,40 @@ def _requested_format(argv: list[str]) -> str | None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """Every check, its level, source and description, one row each, and a row per plugin that did not load:
+    printed as plain columns (report/columns.py) where every cell is ASCII, else through the console."""
+    from gpudoctor.registry import listing
+    from gpudoctor.report import columns
+
+    found = listing(args.checks_dir)
+    rows = [(d.id, d.level, d.source, d.description) for d in found.declared]
+    rows += [("plugins.load", "-", source, f"failed to load: {error}") for source, error in found.broken]
+    rows = [tuple(" ".join(one_line(cell).split()) for cell in row) for row in rows]
+    if not columns.plain([cell for row in rows for cell in row]):
+        _list_through_the_console(rows)
+        return 0
+    for line in columns.lines([LIST_HEADER, *rows], columns.terminal_width()):
+        print(line)
+    return 0
+
+
+LIST_HEADER = ("id", "level", "source", "description")
+
+
+def _list_through_the_console(rows: list[tuple[str, ...]]) -> None:
+    """Rows with a character whose width is not one column (a plugin's description in another script): Rich
+    measures each."""
     from rich.console import Console
     from rich.table import Table
 
-    from gpudoctor.registry import listing
     from gpudoctor.report.console import add, emit, fitted
 
-    found = listing(args.checks_dir)
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "level", "source", "description"):
+    for column in LIST_HEADER:
         table.add_column(column, overflow="fold")
-    for declared in found.declared:
-        add(table, declared.id, declared.level, declared.source, declared.description)
-    for source, error in found.broken:
-        add(table, "plugins.load", "-", source, f"failed to load: {error}")
+    for row in rows:
+        add(table, *row)
     emit(fitted(Console()), table)
-    return 0
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

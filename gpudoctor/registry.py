@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpudoctor.errors import InputError
-from gpudoctor.facts.schema import SOURCES
+from gpudoctor.facts.sources import SOURCES
 from gpudoctor.text import harmless
-from gpudoctor.workloads import guard
 
 LEVELS = ("quick", "standard", "full")
 DEFAULT_LEVEL = LEVELS[0]
@@ -301,7 +300,11 @@ def _env_dirs() -> list[str]:
 
 
 def _load_entry_points(found: Discovery) -> None:
+    if not _may_declare_plugins():
+        return
     from importlib.metadata import entry_points
+
+    from gpudoctor.workloads import guard
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         source = f"plugin {ep.name} ({ep.value})"
@@ -311,12 +314,49 @@ def _load_entry_points(found: Discovery) -> None:
             found.broken.append((source, _why(exc)))
 
 
+# Where importlib.metadata finds the installed distributions (its MetadataPathFinder, Python 3.11's
+# Lib/importlib/metadata/__init__.py, FastPath and Prepared): a folder named `*.dist-info` or `*.egg-info` in
+# a folder on sys.path ('' is the current one), its entry points in `entry_points.txt`.
+METADATA_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _may_declare_plugins() -> bool:
+    """Whether an installed distribution may declare an entry point of ENTRY_POINT_GROUP, read without importing
+    importlib.metadata (it costs `list` more than all the rest): yes where one's entry_points.txt names the group,
+    and wherever distributions may be found otherwise (a zip file on sys.path, another finder of them)."""
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return True
+    return any(_declares_plugins(entry or ".") for entry in sys.path)
+
+
+def _declares_plugins(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except NotADirectoryError:
+        return True  # a zip file of modules may hold distributions too
+    except OSError:
+        return False
+    for name in names:
+        if name.lower().endswith(METADATA_SUFFIXES):
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), encoding="utf-8", errors="replace") as text:
+                    if ENTRY_POINT_GROUP in text.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
 def _load_directory(directory: Path, found: Discovery) -> None:
     if not directory.is_dir():
         raise ChecksDirError(f"checks directory {directory} does not exist")
     unsafe = unsafe_for_root(directory)
     if unsafe:
         raise ChecksDirError(f"checks directory {directory} {unsafe}: as root, gpudoctor imports nothing from it")
+    from gpudoctor.workloads import guard
+
     for path in sorted(directory.glob("*.py")):
         source = f"dir {path}"
         refused = not_a_file(path) or unsafe_for_root(path)
@@ -331,6 +371,8 @@ def _load_directory(directory: Path, found: Discovery) -> None:
 
 
 def _why(exc: Exception) -> str:
+    from gpudoctor.workloads import guard
+
     return str(exc) if isinstance(exc, guard.Stopped) else f"{type(exc).__name__}: {exc}"
 
 

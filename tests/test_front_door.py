@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +24,14 @@ HELP = {
     "gpudoctor.text",  # the gate every error line passes (stdlib only)
 }
 # `list` also reads every check's declaration from its module's source (registry.listing), running no check module:
-# the registry (with the fact sources a check may name, and the guard a plugin's import runs under), the package
-# that orders the areas, and the console it prints through.
+# the registry (with the fact sources a check may name), the package that orders the areas, and the plain columns it
+# prints in (no Rich: its import and layout cost more than all of --help). No plugin is installed here, so neither
+# importlib.metadata nor the guard a plugin's import runs under is loaded.
 LIST = HELP | {
     "gpudoctor.registry",
-    "gpudoctor.workloads",
-    "gpudoctor.workloads.guard",
     "gpudoctor.facts",
-    "gpudoctor.facts.schema",
-    "gpudoctor.report.console",
+    "gpudoctor.facts.sources",
+    "gpudoctor.report.columns",
     "gpudoctor.checks",
 }
 # Never on these paths: the GPU stack, the judges with their tables, the engine and what only a run needs.
@@ -69,6 +69,7 @@ def test_list_reads_the_declarations_without_running_a_check_module_or_a_judge()
     modules = loaded("list")
     assert ours(modules) == LIST
     assert not [m for m in modules if m.startswith(NEVER)], "no check module, judge, table, GPU library or engine"
+    assert not [m for m in modules if m == "rich" or m.startswith(("rich.", "importlib.metadata"))]
 
 
 def test_the_declarations_list_reads_are_those_the_check_modules_make() -> None:
@@ -99,3 +100,43 @@ def test_every_api_name_is_declared_and_loads() -> None:
 
     assert set(api.__all__) == set(api.PROVIDERS)
     assert all(getattr(api, name) is not None for name in api.__all__)
+
+
+def test_list_lays_out_its_columns_without_rich_within_the_width() -> None:
+    from gpudoctor.report.columns import MIN_WIDTH, lines, plain, terminal_width
+
+    rows = [("id", "level", "description"), ("a.b", "quick", "one two three four five six seven"), ("c.d", "full", "")]
+    wide = lines(rows, 80)
+    assert wide == ["id   level  description", "a.b  quick  one two three four five six seven", "c.d  full"]
+    narrow = lines([*rows, ("e.f", "quick", "twelve-chars $ rm -rf / " + "x" * 30)], 24)
+    assert all(len(line) <= 24 and line == line.rstrip() for line in narrow), narrow
+    assert narrow[:4] == [
+        "id   level  description",
+        "a.b  quick  one two",
+        "            three four",
+        "            five six",
+    ]
+    assert narrow[-5:-2] == ["e.f  quick  twelve-chars", "            …$ rm -rf /", "            xxxxxxxxxxxx"], narrow
+    assert plain(["driver.nvml", "NVML initialises."]) and not plain(["検査"]) and not plain(["a\x1b[2J"])
+    assert terminal_width({"COLUMNS": "120"}) == 120 and terminal_width({"COLUMNS": "5"}) == MIN_WIDTH
+
+
+def test_list_imports_importlib_metadata_only_where_a_distribution_may_declare_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpudoctor import registry
+
+    other = tmp_path / "other-1.0.dist-info"
+    other.mkdir()
+    (other / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    (tmp_path / "bare-2.0.dist-info").mkdir()
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert not registry._may_declare_plugins()
+    vendor = tmp_path / "Vendor_Checks-1.0.DIST-INFO"
+    vendor.mkdir()
+    (vendor / "entry_points.txt").write_text("[gpudoctor.checks]\nthing = vendor_checks\n")
+    assert registry._may_declare_plugins()
+    zipped = tmp_path / "modules.zip"
+    zipped.write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(zipped)])
+    assert registry._may_declare_plugins(), "a zip file on sys.path may hold distributions: importlib.metadata reads it"

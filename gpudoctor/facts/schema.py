@@ -12,10 +12,9 @@ import types
 import typing
 from typing import Any, Literal, TypedDict, Union
 
+from gpudoctor.facts.sources import SOURCES as SOURCES  # where facts come from, named apart for the registry
+
 SCHEMA = "gpudoctor.snapshot"
-# Where facts come from. Gathering one costs: "torch" imports torch (seconds), "kernel_log" and "nvcc" run a
-# program. Checks declare which they need (registry), and only those are gathered.
-SOURCES = ("nvml", "torch", "system", "kernel_log", "nvcc")
 # 2: NVML enums and bitmasks decoded to names; sources gathered on demand. 3: an NVLink's `version` is the
 # NVLink generation (NVML's nvmlNvlinkVersion_t code decoded), not the code.
 SCHEMA_VERSION = 3

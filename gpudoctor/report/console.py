@@ -34,6 +34,7 @@ from gpudoctor.model import (
     finite_number,
     places,
 )
+from gpudoctor.report.columns import MIN_WIDTH
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -100,9 +101,6 @@ def add(table: Table, *cells: RenderableType) -> None:
     "[link=...]" or "[/opt/conda/...]" stays text, and cannot hide, link or break the report), and a run of white
     space in it is one space (it cannot push what follows onto a line of its own)."""
     table.add_row(*(Text(" ".join(cell.split())) if isinstance(cell, str) else cell for cell in cells))
-
-
-MIN_WIDTH = 40  # COLUMNS=0 printed nothing, COLUMNS=5 a letter a line: a report needs this much to be read
 
 
 def fitted(console: Console) -> Console:
