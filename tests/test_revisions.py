@@ -200,3 +200,13 @@ def test_every_check_id_the_diagnosis_names_is_a_check() -> None:
     checks = {m.group(1) + "." + m.group(2) for v in named if (m := CHECK_ID.fullmatch(v)) and m.group(1) in areas}
     assert len(checks) > 20, sorted(checks)
     assert checks <= ids, sorted(checks - ids)
+
+
+def test_the_loss_a_short_run_softens_is_named_by_the_ddp_judge_that_gives_it() -> None:
+    from gpudoctor.diagnosis import shortened
+    from gpudoctor.judging import ddp
+
+    assert shortened.LOSS_FALLS is ddp.LOSS_FALLS, "one name, the judge's, not a second string of the same text"
+    rose = ddp._loss([2.4, 2.5, 2.6, 2.7], 0.1, "a shortened run")
+    assert rose.status == Status.FAIL and rose.aspect == ddp.LOSS_FALLS
+    assert shortened.short_run([rose], 0.4, None)[0].status == Status.WARN

@@ -10,10 +10,10 @@ The runner records how a workload ran (`Result.scale`, `Result.budget_s`); the d
 
 from __future__ import annotations
 
+from gpudoctor.judging.ddp import LOSS_FALLS
 from gpudoctor.model import SEVERITY, Metric, Result, Row, Status, finite_number, worst
 
 GROSS = 0.5  # below half its pass line (or past twice it, where less is better) a short run's figure still fails
-LOSS_FALLS = "loss-falls"  # the aspect judging/ddp.py gives the loss's trend (ddp.train, cluster.ddp)
 
 
 def short_run(results: list[Result], scale: float, cut_by: float | None) -> list[Result]:

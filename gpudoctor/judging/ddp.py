@@ -28,6 +28,9 @@ BF16_CAPABILITY = (8, 0)  # bf16 tensor cores arrived with Ampere
 # A shortened run keeps its correctness (the first step's gradient, ranks agreeing, the loss falling): on the 2-core
 # machine resnet18's loss rose over 4 steps (2.39 -> 2.75) and fell over 6 (2.39 -> 0.99), so 6 at the least.
 MIN_STEPS = 6
+# The aspect of the loss's trend: a correctness verdict, yet a shortened run's fewer steps may not show the fall
+# (diagnosis/shortened.py softens its failure there).
+LOSS_FALLS = "loss-falls"
 # The check's settings (config keys); empty values mean the device's defaults above.
 SETTINGS = {
     "model": "",
@@ -123,14 +126,14 @@ def _loss(losses: list[float], min_drop: float, run: str, loss_scale: float | No
         return Result(
             Status.PASS,
             f"loss fell {first:.3f} -> {last:.3f} ({run})",
-            aspect="loss-falls",
+            aspect=LOSS_FALLS,
             basis="data",
             metrics=metrics,
         )
     return Result(
         Status.FAIL,
         f"loss did not fall ({first:.3f} -> {last:.3f}) on a learnable task",
-        aspect="loss-falls",
+        aspect=LOSS_FALLS,
         basis="data",
         metrics=metrics,
         remediation=Remediation(
