@@ -181,6 +181,17 @@ LINES = [
         {"tree": "/var/lib/dkms/nvidia/390.48", "module": "nvidia", "version": "390.48"},
     ),
     (
+        "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.5.0-14-generic",
+        "modprobe-module-not-found",
+        {"module": "nvidia", "kernel": "6.5.0-14-generic"},
+    ),
+    (
+        "Error! Your kernel headers for kernel 3.10.0-957.el7.x86_64 cannot be found at "
+        "/lib/modules/3.10.0-957.el7.x86_64/build or /lib/modules/3.10.0-957.el7.x86_64/source.",
+        "dkms-kernel-headers-missing",
+        {"kernel": "3.10.0-957.el7.x86_64"},
+    ),
+    (
         "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5",
         "nvidia-docker-unsupported-cuda-version",
         {"image_cuda": "7.5", "driver_cuda": "6.5"},

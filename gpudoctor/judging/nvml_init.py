@@ -1,7 +1,9 @@
 """NVML that does not start, judged: what the failure says and its cure (driver.nvml's verdict, and the owner's
 cure a pasted "no driver" error gets: paste/cures.py). Where the machine's own facts (the PCI bus, /dev/nvidia*, the
-container) say which cause of "no GPU" holds, that cause and its own cure (nogpu.py); a missing driver's fix installs
-one that runs the installed torch (else the default torch build), with the packages of the node's distribution."""
+container) say which cause of "no GPU" holds, that cause and its own cure (nogpu.py); inside WSL, the Windows driver;
+a missing driver's fix installs one that runs the installed torch (else the default torch build), with the packages
+of the node's distribution; a module not loaded gets the commands that tell its causes apart (DKMS and the kernel's
+headers, Secure Boot, WSL) with the headers of the node's distribution."""
 
 from __future__ import annotations
 
@@ -27,8 +29,17 @@ INIT_FINDINGS = {
     "driver-not-loaded": (
         "the NVIDIA kernel module is not loaded",
         Remediation(
-            "NVML finds the library but no running driver.",
-            ["sudo modprobe nvidia", "sudo dmesg | grep -iE 'nvidia|nvrm'"],
+            "NVML finds the library but no running driver. Most often no module was built for the running kernel "
+            "(a kernel update without its headers, so DKMS could not build it), or Secure Boot refuses an unsigned "
+            "module; modprobe's error says which.",
+            [
+                "sudo modprobe nvidia  # its error says why: 'Module nvidia not found' (none built for this kernel: "
+                "the next two commands), 'Key was rejected by service' (Secure Boot: mokutil --sb-state)",
+                "dkms status  # the nvidia module must be 'installed' for the running kernel (uname -r)",
+                "<HEADERS>",
+                "uname -r  # a kernel named ...-microsoft-standard-WSL2 is WSL 2, whose GPU is the Windows driver's: "
+                "install no Linux NVIDIA driver inside it",
+            ],
         ),
     ),
     "version-mismatch": (
@@ -39,6 +50,9 @@ INIT_FINDINGS = {
             [
                 "sudo reboot",
                 "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+                "ldconfig -p | grep libnvidia-ml  # the library the loader finds: its release must be the module's "
+                "(cat /proc/driver/nvidia/version); an older copy left in the loader's cache is refreshed by sudo "
+                "ldconfig",
             ],
         ),
     ),
@@ -57,11 +71,73 @@ def failure(nvml: dict[str, Any], system: dict[str, Any], torch: dict[str, Any])
     summary, remediation = _init_finding(nvml, system)
     if "<INSTALL>" in remediation.commands:
         remediation = _with_driver_install(remediation, system, torch)
+    if "<HEADERS>" in remediation.commands:
+        headers = headers_install(system.get("os_release"))
+        commands = [headers if c == "<HEADERS>" else c for c in remediation.commands]
+        remediation = Remediation(remediation.why, commands, remediation.instead, remediation.source)
     return summary, remediation
+
+
+# NVIDIA Driver Installation Guide, Pre-installation Actions (docs.nvidia.com/datacenter/tesla/driver-installation-
+# guide/pre-installation-actions.html): "the kernel headers and development packages for the running version of the
+# kernel" must be installed whenever the driver is rebuilt; its Ubuntu and Debian pages install
+# linux-headers-$(uname -r), its Fedora, RHEL, Rocky and AlmaLinux pages kernel-devel-matched kernel-headers. DKMS
+# (dkms(8)) `autoinstall` then builds every module installed for the running kernel.
+HEADERS = {
+    "debian": "sudo apt-get install linux-headers-$(uname -r) && sudo dkms autoinstall  # the running kernel's "
+    "headers: DKMS builds the module against them",
+    "rhel": "sudo dnf install kernel-devel-matched kernel-headers && sudo dkms autoinstall  # the running kernel's "
+    "headers: DKMS builds the module against them",
+}
+HEADERS_ELSEWHERE = (
+    "sudo apt-get install linux-headers-$(uname -r) && sudo dkms autoinstall  # Debian/Ubuntu (Fedora/RHEL: sudo dnf "
+    "install kernel-devel-matched kernel-headers): DKMS builds the module against the running kernel's headers"
+)
+
+
+def headers_install(os_release: dict[str, str] | None) -> str:
+    """The command that installs the running kernel's headers with this distribution's packages and has DKMS build
+    the module against them; the Debian/Ubuntu one, naming the Fedora/RHEL one, where the distribution is unknown."""
+    release = os_release or {}
+    family = {release.get("id", "")} | set(release.get("id_like", "").split())
+    if family & {"debian", "ubuntu"}:
+        return HEADERS["debian"]
+    if family & set(compat.RHEL_LIKE):
+        return HEADERS["rhel"]
+    return HEADERS_ELSEWHERE
+
+
+# NVIDIA, CUDA on WSL User Guide (docs.nvidia.com/cuda/wsl-user-guide/index.html), Getting Started: "Once a Windows
+# NVIDIA GPU driver is installed on the system, CUDA becomes available within WSL 2 ... users must not install any
+# NVIDIA GPU Linux driver within WSL 2"; the driver's libcuda.so is mapped in under /usr/lib/wsl/lib. Microsoft, Enable
+# NVIDIA CUDA on WSL (learn.microsoft.com/windows/ai/directml/gpu-cuda-in-wsl): GPU compute needs WSL 2. A WSL kernel's
+# release names Microsoft: ...-microsoft-standard-WSL2 (WSL 2), ...-Microsoft (WSL 1, no Linux kernel, no GPU).
+WSL_SOURCE = (
+    "NVIDIA CUDA on WSL User Guide, Getting Started (docs.nvidia.com/cuda/wsl-user-guide/): the Windows driver gives "
+    "WSL 2 its GPU, no Linux driver may be installed inside it; Microsoft, Enable NVIDIA CUDA on WSL: WSL 2 only"
+)
+WSL_CURE = Remediation(
+    "This is WSL: its GPU is the Windows NVIDIA driver's, which WSL 2 maps in under /usr/lib/wsl/lib. WSL 1 has no "
+    "GPU at all, and a Linux NVIDIA driver installed inside WSL 2 hides the Windows one.",
+    [
+        "wsl.exe --list --verbose  # the distribution's VERSION must be 2: wsl.exe --set-version NAME 2 converts it",
+        "ls /usr/lib/wsl/lib/  # libcuda.so and nvidia-smi of the Windows driver: none, install or update the NVIDIA "
+        "driver in Windows",
+        "dpkg -l | grep -iE 'nvidia-(driver|dkms|kernel)'  # a Linux NVIDIA driver inside WSL: remove it",
+    ],
+    source=WSL_SOURCE,
+)
+
+
+def wsl(system: dict[str, Any]) -> bool:
+    """Whether the facts are a WSL machine's: its kernel release names Microsoft (WSL 1 and 2 both)."""
+    return "microsoft" in str(system.get("kernel") or "").lower()
 
 
 def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Remediation]:
     status = nvml.get("status")
+    if status in nogpu.NO_DRIVER and wsl(system):
+        return "no NVIDIA driver answers inside WSL: its GPU is the Windows driver's", WSL_CURE
     state = nogpu.classify(nvml, system)
     if state is not None:
         return nogpu.finding(state, status, system.get("env") or {})

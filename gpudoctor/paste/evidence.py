@@ -4,7 +4,8 @@ A check judges its facts as it always does. A signature of a cause it owns then 
 check could not judge (the paste held no facts for it), the signature is the verdict, with its cause, fix and
 the line quoted; where it judged, the line is quoted beside its verdict (raised to the signature's status: the error did
 happen), and a signature the facts did not explain (a pass beside "CUDA error 804") is a warning of its own,
-so nothing the user pasted is silently lost.
+so nothing the user pasted is silently lost. A line that names why the owner failed (`leads` in its data: Secure Boot
+refusing the module under "driver not loaded") gives the cure that leads, the owner's own second.
 
 The diagnosis applies it, after the checks (its `paste-evidence` revision, gpudoctor/diagnosis/revisions.py): the
 one place a check's result is rewritten.
@@ -54,10 +55,22 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bo
         lead = next(r for r in results if r.status == judged)
         lead.quotes += [quoted(s[1], s[2]) for s in sightings]
         lead.status = worst([judged, *(Status(s[0].status) for s in sightings)])  # the error did happen
+        named = next((s for s in sightings if s[0].leads), None)
+        if named is not None and not live:
+            lead.remediation = _leading(*named, facts=facts, then=lead.remediation)
         return results
     if live:
         return results + [_not_here(check_id, judged, *s) for s in sightings]
     return results + [_verdict(*s, beside=judged, facts=facts) for s in sightings]
+
+
+def _leading(
+    signature: Signature, sighting: dict[str, Any], count: int, facts: dict[str, Any], then: Remediation | None
+) -> Remediation:
+    """The cure of a line that names why the owner failed (`leads`): first, with the owner's own cure, which did not
+    know why, as the other way."""
+    named = _remedy(signature, sighting.get("values") or {}, facts, signature.cause)
+    return Remediation(named.why, named.commands, then, named.source)
 
 
 def _said(judged: Status) -> str:

@@ -16,6 +16,9 @@ An entry:
     fix = ["sudo apt-get install ..."]     # optional commands; {group} takes the match's group, {script|train.py}
                                            # the script a traceback in the paste runs (else the default)
     source = "c10/cuda/CUDAFunctions.cpp device_count_impl(), cudaErrorInsufficientDriver"
+    leads = true                           # optional: the line names why its owner failed (a Secure Boot refusal
+                                           # under "driver not loaded"): where the owner's own facts failed too,
+                                           # this cure leads and the owner's follows as the other way
 
 An entry without needle and pattern (data/signatures/codes.toml) is a cause read from codes only: the code reader
 (paste/codes.py) sights it; this module's reader never searches for it.
@@ -61,6 +64,7 @@ class Signature:
     fix_source: str = ""  # what says the fix cures it (the thread that resolved it, the vendor's document)
     fix_from: str = ""  # "owner": the owning check's own fix for what the paste shows (paste/cures.py)
     no_fix: str = ""  # why no command cures it (the cause is elsewhere, or only a person can act)
+    leads: bool = False  # it names why its owner's failure holds: its cure leads the owner's own (paste/evidence.py)
 
     @property
     def headline(self) -> str:
@@ -119,6 +123,7 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         fix_source=entry.get("fix_source", ""),
         fix_from=entry.get("fix_from", ""),
         no_fix=entry.get("no_fix", ""),
+        leads=bool(entry.get("leads", False)),
     )
 
 
