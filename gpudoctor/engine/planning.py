@@ -214,4 +214,17 @@ def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = Non
         return inputs.load(Path(from_file)), f"snapshot:{from_file}"
     from gpudoctor.facts import snapshot
 
-    return snapshot.gather(sources, torch_proc), "live"
+    return snapshot.gather(sources, torch_proc, meanwhile=ready_to_judge), "live"
+
+
+def ready_to_judge() -> None:
+    """What judging and reporting import once the facts are in (the runner's progress through the console, the
+    diagnosis, the report document), imported while torch still imports in its gateway: the quick level's
+    longest step, which this process would otherwise wait on with nothing to do."""
+    import gpudoctor.diagnosis.revisions
+    import gpudoctor.diagnosis.rules
+    import gpudoctor.engine.budget
+    import gpudoctor.engine.execution
+    import gpudoctor.report.console
+    import gpudoctor.report.document
+    import gpudoctor.vetting  # noqa: F401

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,15 @@ class SnapshotError(InputError):
     """A snapshot file that is corrupt, foreign or from a newer gpudoctor."""
 
 
-def gather(sources: Iterable[str] = SOURCES, torch_proc: subprocess.Popen[str] | None = None) -> dict[str, Any]:
+def gather(
+    sources: Iterable[str] = SOURCES,
+    torch_proc: subprocess.Popen[str] | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> dict[str, Any]:
     """The node's facts from the named sources only (a health probe needs no torch: it is never imported);
     a source not gathered is an empty section. `torch_proc` is a torch gateway the caller started early: used
-    if torch is wanted, else ended."""
+    if torch is wanted, else ended. `meanwhile` is the caller's work that needs no facts, done while torch is
+    still importing in the gateway, once the other sources are read."""
     from gpudoctor.facts import nvml, system, torchinfo
 
     wanted = set(sources)
@@ -51,6 +56,8 @@ def gather(sources: Iterable[str] = SOURCES, torch_proc: subprocess.Popen[str] |
         system_facts["nvcc"] = system.collect_nvcc(nvcc_proc)
     if "system" in wanted and nvml_facts:
         system_facts.update(system.gpu_context(nvml_facts["gpus"]))
+    if meanwhile is not None and torch_proc is not None:
+        meanwhile()
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
