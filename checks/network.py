@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.api import Metric, Remediation, Result, Row, Status, check, nics, worst
-from gpudoctor.judging import network, sockets
+from gpudoctor.judging import net_warnings, network, sockets
 
 if TYPE_CHECKING:
     from gpudoctor.api import CheckContext
@@ -25,11 +25,14 @@ def nccl(ctx: CheckContext) -> Result:
 
 
 def judge_nccl(facts: dict[str, Any]) -> Result:
-    """The verdict over a node's facts or a paste's: the causes network.causes finds (the first leads), else what
-    NCCL chose and the figure it should reach; skipped where neither an NCCL log nor an RDMA port is there."""
+    """The verdict over a node's facts or a paste's: the causes network.causes finds (the first leads), then the
+    WARN lines NCCL's network code or a plugin printed (net_warnings: each a finding, quoted), else what NCCL chose
+    and the figure it should reach; skipped where neither an NCCL log nor an RDMA port is there."""
     found = network.fabric(facts)
     causes = network.causes(facts)
-    if found.chosen is None and not found.ports and not causes:
+    warned = net_warnings.warned(facts, causes)
+    own = net_warnings.findings(warned)
+    if found.chosen is None and not found.ports and not causes and not own:
         said = (
             "NCCL's log here names no network between nodes (no 'Using network' line)"
             if facts.get("nccl")
@@ -41,16 +44,19 @@ def judge_nccl(facts: dict[str, Any]) -> Result:
             remediation=Remediation("NCCL says what it chose with NCCL_DEBUG=INFO: add its output.", [SHOW]),
         )
     said, whole = described(found), "; ".join(filter(None, [described(found, whole=True), nearest(facts)]))
-    metrics = figures(found)
-    if not causes:
+    metrics, quotes = figures(found), [w.quote for w in warned]
+    if not causes and not own:
         return Result(Status.PASS, said, metrics=metrics, detail=whole)
+    rows = [Row(c.status, c.summary, name=c.id) for c in causes]
+    rows += [Row(w.status, w.said(), name=f"line {w.line}") for w in own]
     return Result(
-        worst([c.status for c in causes]),
-        causes[0].summary,
-        rows=[Row(c.status, c.summary, name=c.id) for c in causes],
+        worst([row.status for row in rows]),
+        causes[0].summary if causes else net_warnings.summary(own),
+        rows=rows,
         metrics=metrics,
-        remediation=causes[0].remediation,
+        remediation=causes[0].remediation if causes else own[0].remediation,
         detail=whole,
+        quotes=quotes,
     )
 
 

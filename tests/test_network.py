@@ -45,6 +45,9 @@ READ = {
     "cxi-alps-using-network-aws-libfabric.txt": {"net": "AWS Libfabric"},
     "cxi-alps-warn-network-aws-libfabric-not-found.txt": {
         "warnings": ["Error: network AWS Libfabric not found."],
+        "net_warnings": [
+            {"line": 1, "source": "net.cc:626", "text": "Error: network AWS Libfabric not found.", "plugin": False}
+        ],
         "no_rdma": ["network not found"],
     },
     # libfabric's own warning in a CloudWatch export, NCCL 2.21.5 (aws/aws-ofi-nccl issue 889)
@@ -102,6 +105,14 @@ READ = {
     },
     "efa-ofi-fi-getinfo-failed-container-without-dev-infiniband-p5.txt": {
         "warnings": ["NET/OFI OFI fi_getinfo() call failed: No data available"],
+        "net_warnings": [
+            {
+                "line": 1,
+                "source": "nccl_net_ofi_rdma_init:7978",
+                "text": "NET/OFI OFI fi_getinfo() call failed: No data available",
+                "plugin": True,
+            }
+        ],
         "no_rdma": ["no OFI provider"],
     },
     # Slingshot on Perlmutter: aws-ofi-nccl 1.19.0 selects CXI (4 NICs), no "Using network" line kept, the 2.23+
@@ -121,6 +132,22 @@ READ = {
             "cnt 7331502, nanos 10000000585",
             "0x13b9b0082580:0x13b9b007cb00, nic 1, enp134s0, 172.16.0.49<45259><-172.16.0.48<52929> rx rx ctrl "
             "timeout cnt 7359786, nanos 10000015864",
+        ],
+        "net_warnings": [
+            {
+                "line": 1,
+                "source": "tcpxResult_t tcpxCommProgress(tcpxComm*):1231",
+                "text": "0xadca8062b70:0xadca805d0f0, nic 0, enp12s0, 172.16.0.11<39187><-172.16.0.95<46723> rx rx "
+                "ctrl timeout cnt 7331502, nanos 10000000585",
+                "plugin": True,
+            },
+            {
+                "line": 3,
+                "source": "tcpxResult_t tcpxCommProgress(tcpxComm*):1231",
+                "text": "0x13b9b0082580:0x13b9b007cb00, nic 1, enp134s0, 172.16.0.49<45259><-172.16.0.48<52929> rx "
+                "rx ctrl timeout cnt 7359786, nanos 10000015864",
+                "plugin": True,
+            },
         ],
         "net_devices": [0, 1],
         "net": "GPUDirectTCPX",
@@ -396,6 +423,183 @@ def test_a_pasted_log_leads_the_report_with_its_cause() -> None:
     assert "unset NCCL_NET  # or load the plugin" in report["causes"][0]["remediation"]["commands"]
     checks = {c["check_id"]: c for c in report["checks"]}
     assert checks["network.nccl"]["explained_by"] == "nccl-net-setting"
+
+
+# --- each cause of issue 50 leads the diagnosis with its setting ------------------------------------------------
+
+SOCKET_LOG = FABRICS / "socket-docker-enp67s0-no-ib-device-partial.txt"
+NO_VERBS_LOG = PASTES / "nccl" / "info-2.20.5-no-libibverbs-socket-fallback-l20.txt"
+
+
+def leading(facts: dict[str, Any], *results: Result) -> list[Any]:
+    """The causes of network.nccl's verdict over `facts` (and any other results), as the report orders them."""
+    judged = judge_nccl(facts)
+    judged.check_id = "network.nccl"
+    return diagnose(Evidence([judged, *results], facts, live=False))
+
+
+def test_nccl_net_forcing_sockets_where_the_node_has_rdma_ports_leads_with_unsetting_it() -> None:
+    """A socket log (NVIDIA/nccl issue 1105) with NCCL_NET=Socket beside ibstat's 8 active ports: the setting leads,
+    a failure, with `unset NCCL_NET`."""
+    facts = snapshot(SOCKET_LOG, IBSTAT)
+    facts["system"]["env"] = {"NCCL_NET": "Socket"}
+    (first, *_) = leading(facts)
+    assert first.id == "nccl-net-setting" and first.status == Status.FAIL, first
+    assert "NCCL_NET='Socket'" in first.summary and "unset NCCL_NET" in first.remediation.commands
+
+
+def test_libibverbs_missing_on_a_node_with_rdma_ports_leads_with_installing_it() -> None:
+    """NCCL 2.20.5's "Failed to open libibverbs.so[.1]" and its socket fallback, on a node whose ibstat shows 8
+    active ports: the missing library leads (a failure: the ports carry nothing), with the package to install."""
+    (first, *_) = leading(snapshot(NO_VERBS_LOG, IBSTAT))
+    assert first.id == "nccl-no-libibverbs" and first.status == Status.FAIL, first
+    assert any("libibverbs" in c for c in first.remediation.commands[1:]), first.remediation.commands
+
+
+def test_nccl_net_gdr_level_turning_gpudirect_rdma_off_leads_with_unsetting_it() -> None:
+    """A two-node IB log (issue 1412) with NCCL's own line for the setting (src/misc/param.cc's "set by environment
+    to"): GPUDirect RDMA off by NCCL_NET_GDR_LEVEL=LOC leads, with `unset NCCL_NET_GDR_LEVEL`."""
+    log = (FABRICS / "ib-nnodes-2-localranks-8-channels-trees-partial.txt").read_text()
+    facts = to_snapshot("log", read("h:1:2 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to LOC\n" + log))
+    (first, *_) = leading(facts)
+    assert first.id == "nccl-gdr-level" and "unset NCCL_NET_GDR_LEVEL" in first.remediation.commands, first
+
+
+def test_pcie_acs_on_the_p2p_path_leads_with_turning_it_off() -> None:
+    """lspci's ACSCtl SrcValid+ on an AMD PCIe switch where NCCL hung between two GPUs (NVIDIA/nccl issue 606): ACS
+    leads, P2P and GPUDirect RDMA through the root complex, with the setpci command that turns it off."""
+    path = PASTES / "network" / "lspci-acsctl-srcvalid-plus-amd-pcie-nccl-test-hangs-gpu2-gpu3.txt"
+    report = json.loads(gpudoctor("check", "--from", str(path), "--json").stdout)
+    first = report["causes"][0]
+    assert first["id"] == "pcie-acs-on" and "health.pcie:pcie-acs-enabled" in first["explains"], first
+    assert any("ECAP_ACS+0x6.w=0000" in c for c in first["remediation"]["commands"])
+
+
+def test_nodes_whose_nccl_settings_differ_lead_on_rank_0_and_in_a_log() -> None:
+    """Rank 0 of a cluster run: node b runs with NCCL_IB_DISABLE=1, a with it unset; and a log of two hosts that
+    printed different values: the difference leads, with the commands that show every node's settings."""
+    nodes = [
+        {"name": "a", "software": {"settings": {}}},
+        {"name": "b", "software": {"settings": {"NCCL_IB_DISABLE": "1"}}},
+    ]
+    (first,) = diagnose(Evidence([], {}, nodes=nodes))
+    assert first.id == "nccl-settings-differ" and first.where == ["NCCL_IB_DISABLE"]
+    assert "1 on b" in first.summary and "unset on a" in first.summary
+    lines = [
+        "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.",
+        "b:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
+    ]
+    (first, *_) = leading(to_snapshot("log", read("\n".join(lines))))
+    assert first.id == "nccl-settings-differ" and "env | grep ^NCCL_  # on every node" in first.remediation.commands
+
+
+def test_a_socket_setting_on_a_down_interface_leads_with_the_one_to_use() -> None:
+    system = system_with({"GLOO_SOCKET_IFNAME": "eth1"})
+    result = judge_interfaces(system, spans_nodes=True)
+    result.check_id = "network.interfaces"
+    (first, *_) = diagnose(Evidence([result], {"system": system}, live=False))
+    assert first.id == "socket-interface-down" and first.status == Status.FAIL, first
+    assert "export GLOO_SOCKET_IFNAME=eth0" in first.remediation.commands and result.explained_by == first.id
+
+
+# --- NCCL's own WARN lines about the network --------------------------------------------------------------------
+
+TCPX = FABRICS / "tcpx-a3-gpudirecttcpx-rx-ctrl-timeout-warn-two-nics.txt"
+
+
+def test_a_network_plugin_s_warn_is_a_warning_that_quotes_it() -> None:
+    """GPUDirect-TCPX's "rx ctrl timeout" (NVIDIA/nccl issue 1652; net_tcpx.cc: a peer sent no control message
+    within the plugin's 10 s threshold): the check no longer passes. It warns, quotes each WARN line as the log has
+    it, and says what the line means, beside what NCCL chose."""
+    result = judge_nccl(snapshot(TCPX))
+    assert result.status == Status.WARN, result.summary
+    assert result.summary.startswith(
+        "the GPUDirect-TCPX plugin warned 2 times: a peer sent no control message for 10 s"
+    )
+    assert "'0xadca8062b70:0xadca805d0f0, nic 0, enp12s0," in result.summary
+    assert result.quotes[0].startswith("line 1: tcpxResult_t tcpxCommProgress(tcpxComm*):1231 NCCL WARN 0xadca")
+    assert len(result.quotes) == 2 and result.quotes[1].startswith("line 3: ") and "ctrl timeout" in result.quotes[1]
+    assert "10 s" in result.remediation.why and "1652" in result.remediation.source
+    assert "NCCL chose NET/GPUDirectTCPX (GPUDirect-TCPX), 2 NICs" in result.detail
+    assert [row.status for row in result.rows] == [Status.WARN, Status.WARN]
+
+
+@pytest.mark.parametrize(
+    ("path", "signature"),
+    [
+        (PASTES / "nccl" / "warn-net-ib-completion-error-12-azure.txt", "nccl-ib-retry-exceeded"),
+        (PASTES / "nccl" / "warn-ib-plugin-completion-status-12-vendor-err-129.txt", "nccl-ib-retry-exceeded"),
+        (PASTES / "nccl" / "warn-2.8.3-tensorflow-ibv-create-qp-failed.txt", "nccl-ibv-call-failed"),
+        (PASTES / "nccl" / "warn-ibv-create-cq-cannot-allocate-memory-h200.txt", "nccl-ibv-cannot-allocate-memory"),
+        (PASTES / "nccl" / "warn-net-ofi-unable-to-register-memory-pdsh-prefixed.txt", "nccl-ofi-register-memory"),
+        (
+            PASTES / "network" / "warn-ibv-modify-qp-110-connection-timed-out-gid-index-3-rail-cross-nic-2.27.txt",
+            "ib-qp-timeout-rail-network",
+        ),
+    ],
+)
+def test_a_warn_where_a_connection_failed_fails_and_points_at_the_known_cure(path: Path, signature: str) -> None:
+    """Real logs whose network WARN says a connection between nodes failed (a completion with an error, a verbs
+    call that failed, memory the NIC could not register): a failure quoting the line; gpudoctor knows each line
+    (a signature), so the cure is the signature's, named, not written twice."""
+    facts = snapshot(path)
+    result = judge_nccl(facts)
+    assert result.status == Status.FAIL, result.summary
+    assert result.quotes and " NCCL WARN " in result.quotes[0] and result.quotes[0].startswith("line ")
+    assert f"(signature {signature})" in result.remediation.why
+    assert "'" in result.summary, "the WARN is named in quotes"
+
+
+def test_a_peer_that_closed_its_connection_is_a_warning_that_looks_at_the_peer() -> None:
+    """socket.cc's "Connection closed by remote peer" (NVIDIA/nccl src/misc/socket.cc, socketProgress): the peer's
+    process went away, most often because it failed first; the network is not blamed for it."""
+    line = "a:1:2 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer b<51304>"
+    result = judge_nccl(to_snapshot("log", read(line)))
+    assert result.status == Status.WARN and "closed" in result.summary
+    assert "first error" in result.remediation.why
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        (PASTES / "nccl" / "info-2.12.12-ib-roce-nvmlwrap-warn.txt", Status.PASS),  # nvmlwrap: not the network
+        (FABRICS / "made-here-2.30.7-cpu-bootstrap-cuda-driver-insufficient.txt", Status.SKIP),  # CUDA
+        (PASTES / "nccl" / "warn-2.26.2-timestamped-nvls-cuda-failure-401-h100.txt", Status.SKIP),  # NVLink SHARP
+    ],
+)
+def test_a_warn_from_outside_the_network_is_left_to_its_own_check(path: Path, status: Status) -> None:
+    result = judge_nccl(snapshot(path))
+    assert result.status == status and not result.quotes, result.summary
+
+
+def test_a_fallback_warn_on_one_node_is_no_finding_and_between_nodes_is_its_cause_s() -> None:
+    """NCCL's "Failed to open libibverbs" on one node (NVIDIA/nccl issue 257) costs nothing: no finding. Between
+    nodes with NCCL_IB_DISABLE=1 (nccl-tests issue 82) the setting leads, and the WARN is quoted beneath it, not a
+    second finding."""
+    one = judge_nccl(snapshot(ROOT / "tests/fixtures/corpus/nccl-allreduce-hangs-1080ti-intel-iommu/paste.txt"))
+    assert one.status in (Status.SKIP, Status.PASS) and not one.quotes
+    path = PASTES / "network" / "nccl-tests-broadcast-2-nodes-ib-disabled-failed-to-open-libibverbs-2.9.6-partial.txt"
+    result = judge_nccl(snapshot(path))
+    assert result.status == Status.WARN and result.summary.startswith("NCCL_IB_DISABLE=1")
+    assert [row.name for row in result.rows] == ["nccl-ib-disabled"]
+    assert any("Failed to open libibverbs" in q for q in result.quotes)
+
+
+def test_a_warn_beside_a_cause_is_quoted_and_the_cause_leads() -> None:
+    """aws-ofi-nccl's "fi_getinfo() call failed" is the evidence of its cause (no provider): the cause leads the
+    result; the WARN line is quoted."""
+    result = judge_nccl(snapshot(FABRICS / "efa-ofi-fi-getinfo-failed-container-without-dev-infiniband-p5.txt"))
+    assert result.summary.startswith("aws-ofi-nccl found no libfabric provider") and result.status == Status.FAIL
+    assert result.quotes == [
+        "line 1: nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available"
+    ]
+
+
+def test_warn_lines_kept_are_bounded() -> None:
+    lines = [f"h:1:2 [0] transport/net_ib.cc:9 NCCL WARN NET/IB : Got completion from peer p{i} with error 12" for i in
+             range(500)]  # fmt: skip
+    kept = read_alone(nccl.read, "\n".join(lines)).facts["nccl"]["net_warnings"]
+    assert len(kept) == nccl.MAX_NET_WARNINGS and kept[0]["line"] == 1
 
 
 # --- the interfaces the socket settings name ----------------------------------------------------------------------

@@ -52,6 +52,13 @@ def facts(
 
 IB3 = ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_2:1/RoCE"]
 SHARP8 = [f"ibp{i}:1/IB/SHARP" for i in range(8)]
+
+
+def warned(line: int, source: str, text: str, plugin: bool = False) -> dict[str, Any]:
+    """A WARN of the network as the reader keeps it (nccl.net_warnings): its line, what printed it, a plugin or not."""
+    return {"line": line, "source": source, "text": text, "plugin": plugin}
+
+
 COMPLETION_12 = "NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode={} len=0 vendor err 129"
 EXPECTED = {
     "info-2.12.12-ib-roce-nvmlwrap-warn.txt": facts(
@@ -192,7 +199,12 @@ EXPECTED = {
     ),
     # TensorFlow's bundled NCCL: no CUDA version (macros unexpanded), not torch's
     "warn-2.8.3-tensorflow-ibv-create-qp-failed.txt": facts(
-        {"net": "IBext", "version": "2.8.3", "warnings": ["Call to ibv_create_qp failed"]}
+        {
+            "net": "IBext",
+            "version": "2.8.3",
+            "warnings": ["Call to ibv_create_qp failed"],
+            "net_warnings": [warned(4, "ibvwrap.c:130", "Call to ibv_create_qp failed", plugin=True)],
+        }
     ),
     "warn-ib-plugin-completion-status-12-vendor-err-129.txt": facts(
         {
@@ -201,7 +213,23 @@ EXPECTED = {
                 "remoteGidsfd00:1148:9000:5000:4:200:3:ff1f",
                 COMPLETION_12.format(32616) + " (Recv) localGid fd00:1148:9000:5000:4:200:3:ff21 "
                 "remoteGidsfd00:1148:9000:5000:4:200:3:ff20",
-            ]
+            ],
+            "net_warnings": [
+                warned(
+                    1,
+                    "ib_plugin.c:1615",
+                    COMPLETION_12.format(0) + " (Recv) localGid fd00:1148:9000:5000:4:200:3:ff22 "
+                    "remoteGidsfd00:1148:9000:5000:4:200:3:ff1f",
+                    plugin=True,
+                ),
+                warned(
+                    6,
+                    "ib_plugin.c:1615",
+                    COMPLETION_12.format(32616) + " (Recv) localGid fd00:1148:9000:5000:4:200:3:ff21 "
+                    "remoteGidsfd00:1148:9000:5000:4:200:3:ff20",
+                    plugin=True,
+                ),
+            ],
         }
     ),
     "warn-ibv-create-cq-cannot-allocate-memory-h200.txt": facts(
@@ -210,17 +238,47 @@ EXPECTED = {
                 "Call to ibv_create_cq failed with error Cannot allocate memory",
                 "[Service thread] Error encountered progressing operation=Connect, res=3, closing connection",
                 "[Proxy Service 10] Failed to execute operation Connect from rank 10, retcode 3",
-            ]
+            ],
+            "net_warnings": [
+                warned(1, "misc/ibvwrap.cc:190", "Call to ibv_create_cq failed with error Cannot allocate memory"),
+                warned(
+                    16,
+                    "proxy.cc:1533",
+                    "[Service thread] Error encountered progressing operation=Connect, res=3, closing connection",
+                ),
+                warned(
+                    18,
+                    "proxy.cc:1567",
+                    "[Proxy Service 10] Failed to execute operation Connect from rank 10, retcode 3",
+                ),
+            ],
         }
     ),
     "warn-net-ib-completion-error-12-azure.txt": facts(
-        {"warnings": ["NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, len"]}
+        {
+            "warnings": ["NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, len"],
+            "net_warnings": [
+                warned(
+                    1,
+                    "transport/net_ib.cc:1296",
+                    "NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, len",
+                )
+            ],
+        }
     ),
     "warn-net-ofi-unable-to-register-memory-pdsh-prefixed.txt": facts(
         {
             "warnings": [
                 "NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory"
-            ]
+            ],
+            "net_warnings": [
+                warned(
+                    1,
+                    "register_mr_buffers:465",
+                    "NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+                    plugin=True,
+                )
+            ],
         }
     ),
 }

@@ -220,6 +220,7 @@ class NcclFacts(TypedDict, total=False):
     nvls: bool
     ranks: int
     warnings: list[str]
+    net_warnings: list[dict]  # {line, source, text, plugin}: the WARNs NCCL's network code or a plugin printed
 
 
 class NcclTestsDevice(TypedDict, total=False):

@@ -21,7 +21,9 @@ What it records:
   not found");
 - `nccl.channels` (the most channels a communicator shows), `nccl.trees` (its tree lines), `nccl.nvls`
   (multicast available), `nccl.ranks` (the largest nranks), `nccl.nodes` and `nccl.local_ranks` (nNodes and
-  localRanks, 2.19+), `nccl.warnings` (each distinct WARN text);
+  localRanks, 2.19+), `nccl.warnings` (each distinct WARN text), `nccl.net_warnings` (each distinct WARN that
+  NCCL's network code or a network plugin printed: its text, the file or function that printed it, and its line;
+  gpudoctor/judging/network.py judges them);
 - `system.env.NCCL_*` from "NCCL_X set by environment to V" (NCCL prints what it read; integer parameters
   as it parsed them).
 
@@ -43,6 +45,8 @@ from gpudoctor.paste.found import QUOTED, Found
 
 READER = "NCCL log"
 MAX_WARNINGS = 100  # distinct WARN texts kept; a flood repeats a few
+MAX_NET_WARNINGS = 20  # the network's WARN lines kept with their source and line: the first are the ones to read
+SOURCE_CHARS = 120  # of the text before "NCCL WARN": the printer's file:line or function (a longer one is cut)
 
 VERSION = re.compile(r"(?:^|[\s:\]>])NCCL version (\d+\.\d+\.\d+)[^+\s]*\+cuda(\S+)")
 CUDA = re.compile(r"\d+\.\d+")
@@ -96,6 +100,30 @@ NO_RDMA = (
     ("output empty list", "no OFI provider"),
     ("Error: network ", "network not found"),
 )
+# A WARN about the network between nodes, by what printed it (the text before "NCCL WARN": NCCL's "file.cc:line",
+# 2.30's "file.cc:line (function)", a plugin's __FILE__ or function; FORMATS.md) or by its text: NCCL's network
+# transports and their plugin loader (src/net.cc, src/plugin/net.cc, src/transport/net.cc, net_ib.cc and net_ib/,
+# net_socket.cc, coll_net.cc), the verbs and socket wrappers (src/misc/ibvwrap.cc, ibvsymbols.cc, socket.cc), the
+# bootstrap and the proxy that makes connections (src/bootstrap.cc, src/proxy.cc); nccl-rdma-sharp-plugins'
+# files (src/ib_plugin.c, p2p_plugin.c, ucx_plugin.c, ibvwrap.c); GPUDirect-TCPX's functions (TCPX_SOURCE);
+# aws-ofi-nccl's and the plugins' texts, which start "NET/<name>" (aws-ofi-nccl's NCCL_OFI_WARN prefixes "NET/OFI ").
+NET_FILES = (
+    "net",
+    "net_ib",
+    "net_socket",
+    "coll_net",
+    "ibvwrap",
+    "ibvsymbols",
+    "socket",
+    "bootstrap",
+    "proxy",
+    "ib_plugin",
+    "p2p_plugin",
+    "ucx_plugin",
+)
+NET_FOLDERS = ("net_ib/", "plugin/net")
+NCCL_FILES = (".cc", ".h", ".cu")  # NCCL's own sources; a plugin's WARN names a .c file or a function
+NET_TEXTS = ("NET/", "Net : ", "Call to ibv_", "Error: network ", "Failed to open libibverbs")
 # Lines whose "host:pid:tid [dev] NCCL INFO " prefix the user removed start with one of these.
 BARE = (
     "Bootstrap",
@@ -140,6 +168,7 @@ class NcclLog:
     channels: tuple[int, int] | None = None  # the most channels a communicator shows, and where
     nodes: tuple[int, int, int] | None = None  # the largest nNodes, its localRanks, and where
     warnings: set[str] = field(default_factory=set)
+    net_warnings: dict[str, dict] = field(default_factory=dict)  # text -> its source and line, the first seen
     ranks: tuple[int, int] | None = None  # (nranks, line)
     version: tuple[str, int] | None = None
     other_program: bool = False
@@ -174,6 +203,7 @@ def read_line(found: Found, log: NcclLog, number: int, line: str) -> None:
     if start >= 0:
         tcpx(log, number, line, start)
         warning(found, log, number, line[start + 10 :].strip())
+        net_warning(log, number, source(line, start), line[start + 10 :].strip())
         return
     if line.lstrip(" \t>").startswith(BARE):
         message(found, log, number, bare(line), prefixed=False)
@@ -392,6 +422,32 @@ def warning(found: Found, log: NcclLog, number: int, text: str) -> None:
     found.append("nccl.warnings", text[:QUOTED], READER, number)
 
 
+def source(line: str, start: int) -> str:
+    """What printed the WARN at `start`: the text between the prefix's "[dev] " and "NCCL WARN" ("transport/
+    net_ib.cc:1296", "init.cc:2570 (ncclCommInitRank)", "tcpxResult_t tcpxCommProgress(tcpxComm*):1231"), "" where
+    the user cut the prefix."""
+    before = line[max(0, start - SOURCE_CHARS) : start].rstrip()
+    return before[before.rfind("] ") + 1 :].strip()
+
+
+def about_network(source: str, text: str) -> bool:
+    """Whether NCCL's network code or a network plugin printed this WARN (NET_FILES, NET_TEXTS)."""
+    if text.startswith(NET_TEXTS) or TCPX_SOURCE in source:
+        return True
+    path = source.split(":", 1)[0].split(" ")[-1]
+    return path.rsplit("/", 1)[-1].split(".", 1)[0] in NET_FILES or any(f in path for f in NET_FOLDERS)
+
+
+def net_warning(log: NcclLog, number: int, source: str, text: str) -> None:
+    """A WARN about the network, once per text: its line (counted from 1), what printed it, whether a plugin did."""
+    if not text or len(log.net_warnings) >= MAX_NET_WARNINGS or text in log.net_warnings:
+        return
+    if about_network(source, text):
+        path = source.split(":", 1)[0].split(" ")[-1]
+        plugin = (bool(path) and not path.endswith(NCCL_FILES)) or text.startswith("NET/OFI")
+        log.net_warnings[text] = {"line": number + 1, "source": source, "text": text[:QUOTED], "plugin": plugin}
+
+
 def _seen(reasons: dict[str, int], text: str, number: int) -> None:
     """Why NCCL found no RDMA network, where the line says so (NO_RDMA)."""
     for said, reason in NO_RDMA:
@@ -446,6 +502,9 @@ def record_network(found: Found, log: NcclLog) -> None:
     if log.gdr_disabled:
         items = list(log.gdr_disabled.values())
         found.fact("nccl.gdr_disabled", [item for item, _ in items], READER, min(line for _, line in items))
+    if log.net_warnings:
+        kept = list(log.net_warnings.values())
+        found.fact("nccl.net_warnings", kept, READER, kept[0]["line"] - 1)
     if log.plugin:
         found.fact("nccl.plugin", log.plugin[0], READER, log.plugin[1])
     if log.channels:
