@@ -12,8 +12,8 @@ from helpers.common import BENCH, PASTES, gpudoctor, judge
 
 from gpudoctor import paste
 from gpudoctor.checks import benchmarks, nvbandwidth
-from gpudoctor.judging import references
-from gpudoctor.model import Status
+from gpudoctor.judging import bench, references
+from gpudoctor.model import Remediation, Status
 from gpudoctor.paste import nccl_tests
 from gpudoctor.paste.inputs import load
 
@@ -300,3 +300,21 @@ def test_of_two_runs_of_one_test_the_far_slower_one_took_another_path() -> None:
     other_algo = two_nodes(5.0, size=2**27, env={"NCCL_ALGO": "Tree"})
     verdicts = benchmarks.compared([fast, other_algo], [benchmarks.judge_run(r, [], {}) for r in (fast, other_algo)])
     assert [row.status for row, _ in verdicts] == [Status.SKIP, Status.SKIP]
+
+
+def test_a_summary_of_several_runs_names_an_errored_or_timed_out_one_first_and_takes_its_fix() -> None:
+    """judging/bench.combine orders by model.SEVERITY: a run that broke or timed out is worse than a warning or a
+    pass, so it is named first and its fix is the one given."""
+    warned = Remediation("look at the warning", ["nvidia-smi"])
+    broke = Remediation("rerun it", ["nvidia-smi -q"])
+    result = bench.combine(
+        [
+            bench.judged(Status.PASS, "fine"),
+            bench.judged(Status.WARN, "slow", fix=warned),
+            bench.judged(Status.TIMEOUT, "hung"),
+            bench.judged(Status.ERROR, "broke", fix=broke),
+        ],
+        "run",
+    )
+    assert result.summary == "4 runs: hung; broke; slow; and 1 more"
+    assert result.remediation.why == "rerun it" and result.status == Status.TIMEOUT

@@ -3,7 +3,7 @@ row with the fix its verdict calls for, and several of them as one result."""
 
 from __future__ import annotations
 
-from gpudoctor.model import Metric, Remediation, Result, Row, Status, aimed, worst
+from gpudoctor.model import SEVERITY, Metric, Remediation, Result, Row, Status, aimed, worst
 
 Judged = tuple[Row, Remediation | None]  # a row and the fix its verdict calls for
 
@@ -19,14 +19,12 @@ def judged(
     return Row(status, summary, index=index, metrics=metrics or []), fix
 
 
-SEVERITY = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)  # what a summary names first
-
-
 def combine(verdicts: list[Judged], what: str) -> Result:
-    """One result over several runs or tests: the worst status, a summary naming the worst first, and the fix
+    """One result over several runs or tests: the worst status, a summary naming the worst first (model.SEVERITY:
+    a run that failed, broke or timed out, then a warning, a pass, a skip; alike ones in their order), and the fix
     of the worst that has one."""
     rows = [row for row, _ in verdicts]
-    ordered = sorted(verdicts, key=lambda v: SEVERITY.index(v[0].status) if v[0].status in SEVERITY else 9)
+    ordered = sorted(verdicts, key=lambda v: -SEVERITY[v[0].status])
     cure = next((f for row, f in ordered if f is not None and row.status != Status.PASS), None)
     bad = [row for row in rows if row.status not in (Status.PASS, Status.SKIP)]
     cure = aimed(cure, bad) if cure else None
