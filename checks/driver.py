@@ -373,7 +373,7 @@ def _describe(proc: dict[str, Any], process_info: dict[str, dict[str, Any]]) -> 
     return f"pid {proc['pid']} ({name}{note}{kind}{where}) holds {memory}{busy}"
 
 
-@check("driver.nvml", "NVML loads and the driver answers", uses=("nvml", "system"))
+@check("driver.nvml", "NVML loads and the driver answers", uses=("nvml", "system"), cure="no-driver")
 def nvml_loads(ctx: CheckContext) -> Result:
     """NVML initialises; driver version and the CUDA version it supports; when not, which "no GPU" it is (no NVIDIA
     device, a GPU with no driver bound, a container without its GPUs or their capabilities, no driver) and its cure."""

@@ -516,7 +516,7 @@ def judge_nvcc(torch: dict[str, Any], nvcc: dict[str, Any]) -> Result:
     return Result(Status.PASS, f"nvcc {nvcc['version']} matches torch's CUDA {torch['cuda']}")
 
 
-@check("torch.import", "torch imports", uses=("torch",))
+@check("torch.import", "torch imports", uses=("torch",), cure="shadowed-library")
 def torch_imports(ctx: CheckContext) -> Result:
     """torch imports; when it does not, the real cause (missing library, shadowed .so)."""
     if lacking := ctx.lacks("torch", "importable"):
@@ -524,7 +524,13 @@ def torch_imports(ctx: CheckContext) -> Result:
     return judge_import(ctx.torch, ctx.platform)
 
 
-@check("torch.cuda-driver", "Driver is new enough for torch's CUDA", needs=("nvml",), uses=("torch", "system"))
+@check(
+    "torch.cuda-driver",
+    "Driver is new enough for torch's CUDA",
+    needs=("nvml",),
+    uses=("torch", "system"),
+    cure="driver-too-old",
+)
 def cuda_driver(ctx: CheckContext) -> Result:
     """torch.version.cuda against the driver's minimum (minor-version compatibility included); judging a
     capture without torch facts, the driver against every current torch CUDA wheel."""
@@ -538,7 +544,7 @@ def cuda_driver(ctx: CheckContext) -> Result:
     return judge_cuda_driver(ctx.torch, ctx.nvml, ctx.platform, os_release)
 
 
-@check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"))
+@check("torch.cuda-available", "torch can use the GPUs", needs=("torch",), uses=("nvml", "system"), cure="cuda-build")
 def cuda_available(ctx: CheckContext) -> Result:
     """A CUDA build that initialises CUDA where NVML sees GPUs; when not, the cause."""
     if lacking := ctx.lacks("torch", "cuda", "cuda_available"):
@@ -549,7 +555,7 @@ def cuda_available(ctx: CheckContext) -> Result:
     return judge_cuda_available(ctx.torch, ctx.nvml, system.get("env", {}), ctx.platform, system.get("os_release"))
 
 
-@check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"), uses=("system",))
+@check("torch.arch", "torch has kernels for every GPU", needs=("torch", "nvml"), uses=("system",), cure="gpu-arch")
 def arch(ctx: CheckContext) -> Result:
     """Each GPU's compute capability against torch's compiled arch list, by torch's own loading rule."""
     if lacking := ctx.lacks("torch", "cuda", "arch_list"):
@@ -558,7 +564,7 @@ def arch(ctx: CheckContext) -> Result:
     return judge_arch(ctx.torch, ctx.gpus, driver, ctx.platform, ctx.system.get("os_release"))
 
 
-@check("torch.cudnn", "cuDNN loads and matches", needs=("torch",))
+@check("torch.cudnn", "cuDNN loads and matches", needs=("torch",), cure="cudnn")
 def cudnn(ctx: CheckContext) -> Result:
     """cuDNN is available and its runtime version is compatible with the one torch was built with."""
     if lacking := ctx.lacks("torch", "cuda", "cudnn.available"):
@@ -566,7 +572,13 @@ def cudnn(ctx: CheckContext) -> Result:
     return judge_cudnn(ctx.torch)
 
 
-@check("torch.nccl", "NCCL backend available and new enough for the GPUs", needs=("torch",), uses=("nvml", "system"))
+@check(
+    "torch.nccl",
+    "NCCL backend available and new enough for the GPUs",
+    needs=("torch",),
+    uses=("nvml", "system"),
+    cure="nccl-cuda",
+)
 def nccl(ctx: CheckContext) -> Result:
     """torch.distributed with NCCL (GPU builds) and gloo; the NCCL version against each GPU's architecture
     (the first NCCL release with its kernels, nvidia.toml [[nccl_arch]])."""
@@ -575,7 +587,7 @@ def nccl(ctx: CheckContext) -> Result:
     return judge_nccl(ctx.torch, ctx.gpus, ctx.platform)
 
 
-@check("torch.torchvision", "torchvision matches torch", needs=("torch",))
+@check("torch.torchvision", "torchvision matches torch", needs=("torch",), cure="torchvision")
 def torchvision(ctx: CheckContext) -> Result:
     """torchvision is the release paired with this torch and its compiled ops load."""
     if lacking := ctx.lacks("torch", "version", "torchvision.version"):
@@ -585,7 +597,7 @@ def torchvision(ctx: CheckContext) -> Result:
     return judge_torchvision(ctx.torch)
 
 
-@check("torch.nvcc", "nvcc matches torch's CUDA", needs=("torch", "nvcc"))
+@check("torch.nvcc", "nvcc matches torch's CUDA", needs=("torch", "nvcc"), cure="nvcc-toolkit")
 def nvcc(ctx: CheckContext) -> Result:
     """nvcc on PATH against torch.version.cuda (extension builds need the same major)."""
     if lacking := ctx.lacks("torch", "cuda"):

@@ -8,6 +8,7 @@ source (`listing`), so it loads no judge, data table or GPU library; plugins are
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import math
@@ -70,6 +71,7 @@ class CheckSpec:
     source: str = "builtin"
     settings: dict[str, Any] = field(default_factory=dict)
     work: Work | None = None
+    cure: str = ""
 
     @property
     def area(self) -> str:
@@ -93,11 +95,14 @@ def check(
     timeout_s: float = 60.0,
     settings: dict[str, Any] | None = None,
     work: Work | None = None,
+    cure: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a check. Its docstring's first sentence is its description (`first_sentence`); `settings` are
-    the config keys it reads, with their defaults (thresholds); `work` what a workload costs under --budget."""
+    the config keys it reads, with their defaults (thresholds); `work` what a workload costs under --budget;
+    `cure` names the cure a pasted error of a cause it owns gets from what the paste shows (paste/cures.py's
+    CURES: read from this declaration's source, so the paste imports no check module)."""
     needs, uses = tuple(needs), tuple(uses)
-    _validate(id, level, needs + uses)
+    _validate(id, level, needs + uses, cure)
     title = _title(id, title)
     if not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
         raise ValueError(f"check {id}: timeout_s {timeout_s!r} is not a positive number of seconds")
@@ -105,7 +110,18 @@ def check(
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = first_sentence(fn.__doc__ or title)
         spec = CheckSpec(
-            id, title, level, fn, needs, uses, min_gpus, timeout_s, doc, settings=dict(settings or {}), work=work
+            id,
+            title,
+            level,
+            fn,
+            needs,
+            uses,
+            min_gpus,
+            timeout_s,
+            doc,
+            settings=dict(settings or {}),
+            work=work,
+            cure=cure,
         )
         setattr(fn, SPEC_ATTR, spec)
         return fn
@@ -136,7 +152,7 @@ def _title(check_id: str, title: Any) -> str:
     return harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
 
 
-def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
+def _validate(check_id: str, level: str, needs: tuple[str, ...], cure: str = "") -> None:
     area, _, name = check_id.partition(".")
     if not area or not name or not all(_kebab(p) for p in (area, name)):
         raise ValueError(f"check id {check_id!r} is not of the form area.name in kebab-case words")
@@ -145,6 +161,8 @@ def _validate(check_id: str, level: str, needs: tuple[str, ...]) -> None:
     unknown = set(needs) - set(NEEDS)
     if unknown:
         raise ValueError(f"check {check_id}: unknown needs {sorted(unknown)}")
+    if cure and not (isinstance(cure, str) and _kebab(cure)):
+        raise ValueError(f"check {check_id}: cure {cure!r} is not a name in kebab-case words")
 
 
 def _kebab(word: str) -> bool:
@@ -201,6 +219,7 @@ class Declared:
     level: str
     description: str
     source: str = "builtin"
+    cure: str = ""  # the cure its declaration names for a pasted error of its cause (paste/cures.py)
 
 
 @dataclass
@@ -215,19 +234,33 @@ def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
     """Every check as `list` shows it, in `discover`'s order, without running a built-in check module: each
     one's declarations read from its source (`declared_in`; a module whose declarations it cannot read, written
     with other than literals, is imported). Plugins are imported as a run imports them."""
-    found: list[Declared] = []
-    for name in builtin_modules():
-        module = f"gpudoctor.checks.{name}"
-        read = declared_in(_source(module))
-        found += [_declared(s) for s in specs_in(importlib.import_module(module), "builtin")] if read is None else read
+    found = list(builtin_declarations())
     plugins = Discovery()
     _load_plugins(plugins, checks_dirs, entry_points=True)
     found += [_declared(spec) for spec in plugins.specs]
     return Listing(_first_of_each(found, plugins.broken), plugins.broken)
 
 
+@functools.cache
+def builtin_declarations() -> tuple[Declared, ...]:
+    """Every built-in check's declaration, read from its module's source (`declared_in`; a module whose
+    declarations it cannot read is imported)."""
+    found: list[Declared] = []
+    for name in builtin_modules():
+        module = f"gpudoctor.checks.{name}"
+        read = declared_in(_source(module))
+        found += [_declared(s) for s in specs_in(importlib.import_module(module), "builtin")] if read is None else read
+    return tuple(found)
+
+
+def cures() -> dict[str, str]:
+    """The cure each built-in check's declaration names, by check id (those that name one): what a pasted error
+    of a cause it owns gets (paste/cures.py), found without importing a check module."""
+    return {d.id: d.cure for d in builtin_declarations() if d.cure}
+
+
 def _declared(spec: CheckSpec) -> Declared:
-    return Declared(spec.id, spec.level, spec.description, spec.source)
+    return Declared(spec.id, spec.level, spec.description, spec.source, spec.cure)
 
 
 def _source(module: str) -> str:
@@ -280,11 +313,13 @@ def _declared_by(function: ast.stmt) -> Declared | None:
     try:
         check_id, title = ast.literal_eval(given["id"]), ast.literal_eval(given["title"])
         level = ast.literal_eval(given["level"]) if "level" in given else DEFAULT_LEVEL
+        cure = ast.literal_eval(given["cure"]) if "cure" in given else ""
     except (KeyError, ValueError, TypeError, SyntaxError):
         return None
-    _validate(check_id, level, ())
+    _validate(check_id, level, (), cure)
     title = _title(check_id, title)
-    return Declared(check_id, level, first_sentence(ast.get_docstring(function, clean=False) or title))
+    description = first_sentence(ast.get_docstring(function, clean=False) or title)
+    return Declared(check_id, level, description, cure=cure)
 
 
 def _load_plugins(found: Discovery, checks_dirs: Iterable[str | Path], entry_points: bool) -> None:

@@ -114,7 +114,7 @@ def test_every_entry_is_listed_with_its_source_and_every_machine_code_with_its_c
             listed.append((code.table, code.number, code.name, source, ""))
             continue
         signature = known[code.signature]
-        cure = bool(signature.fix) or (signature.fix_from == "owner" and signature.id in cures.CURES)
+        cure = bool(signature.fix) or (signature.fix_from == "owner" and signature.id in cures.cured())
         assert signature.source and (cure or signature.no_fix), code.name
         listed.append((code.table, code.number, code.name, source, signature.source))
     assert len(listed) == len(EVERY) >= 330

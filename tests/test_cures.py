@@ -17,13 +17,13 @@ def test_every_signature_has_a_fix_the_owners_cure_or_says_why_none() -> None:
     lacking = [
         s.id
         for s in signatures.table().values()
-        if not s.fix and not (s.fix_from == "owner" and s.id in cures.CURES) and not s.no_fix
+        if not s.fix and not (s.fix_from == "owner" and s.id in cures.cured()) and not s.no_fix
     ]
     assert lacking == []
-    assert {s.id for s in signatures.table().values() if s.fix_from == "owner"} <= set(cures.CURES)
+    assert {s.id for s in signatures.table().values() if s.fix_from == "owner"} <= set(cures.cured())
 
 
-@pytest.mark.parametrize("signature_id", sorted(cures.CURES))
+@pytest.mark.parametrize("signature_id", cures.cured())
 def test_every_cure_gives_commands_the_shell_reads_from_a_bare_paste(signature_id: str) -> None:
     cured = cures.cure(signature_id, {}, {})
     assert cured is not None and cured.why
@@ -84,3 +84,28 @@ def test_no_driver_gets_the_install_commands(tmp_path: Path) -> None:
 def test_torchvision_ops_missing_gets_a_matching_pair(tmp_path: Path) -> None:
     found = checks(tmp_path, "RuntimeError: operator torchvision::nms does not exist\n")["torch.torchvision"]
     assert any(c.startswith("pip install --force-reinstall torch==") and "torchvision" in c for c in commands(found))
+
+
+def test_the_owners_cure_is_the_one_its_declaration_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check names its cure in `@check(..., cure=...)`; the paste finds it through the registry, which reads the
+    declarations from the check modules' source (no check module is imported for it)."""
+    from gpudoctor import registry
+
+    declared = registry.cures()
+    assert set(declared.values()) == set(cures.CURES), "every cure named is one, and every cure is named"
+    assert declared["torch.arch"] == "gpu-arch" and declared["driver.nvml"] == "no-driver"
+    assert {s.owner for s in signatures.table().values() if s.id in cures.cured()} <= set(declared)
+    assert cures.cure("cuda-no-kernel-image", {"capability": "120"}, {}) is not None
+    monkeypatch.setattr(registry, "cures", lambda: {**declared, "torch.arch": ""})
+    assert cures.cure("cuda-no-kernel-image", {"capability": "120"}, {}) is None
+    assert "cuda-no-kernel-image" not in cures.cured()
+
+
+def test_a_cure_a_declaration_names_is_a_word() -> None:
+    from gpudoctor.registry import check, declared_in
+
+    with pytest.raises(ValueError, match="cure"):
+        check("site.a", "A check", cure="pip install x")
+    with pytest.raises(ValueError, match="cure"):
+        declared_in('@check("site.a", "A check", cure="rm -rf /")\ndef a(ctx):\n    pass\n')
+    assert declared_in('@check("site.a", "A check", cure="gpu-arch")\ndef a(ctx):\n    pass\n')[0].cure == "gpu-arch"

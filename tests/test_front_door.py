@@ -78,7 +78,7 @@ def test_the_declarations_list_reads_are_those_the_check_modules_make() -> None:
     sources = {name: importlib.util.find_spec(f"gpudoctor.checks.{name}") for name in builtin_modules()}
     read = {name: declared_in(spec.loader.get_source(spec.name)) for name, spec in sources.items()}  # type: ignore
     assert None not in read.values(), "every built-in module's declarations are read from its source"
-    made = [Declared(s.id, s.level, s.description, s.source) for s in discover(entry_points=False).specs]
+    made = [Declared(s.id, s.level, s.description, s.source, s.cure) for s in discover(entry_points=False).specs]
     assert [d for found in read.values() for d in found or ()] == made == listing().declared
     assert len(made) > 40
 

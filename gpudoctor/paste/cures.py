@@ -3,6 +3,9 @@ prints for the same facts, from the same fix engine (judging/compat.py, the owne
 shows: the GPU's capability in the message, the CUDA version the driver reported, the torch build, the node's
 distribution. A paste that shows less gets the commands of the newest default build, and says so.
 
+Which cure is the owner's comes through the owning check's declaration (`@check(..., cure="gpu-arch")`), which the
+registry reads from the check module's source: the paste imports no check module, and names no signature here.
+
 Every value from the paste reaches a command through judging/commands.py's checked words only."""
 
 from __future__ import annotations
@@ -12,17 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor import registry
 from gpudoctor.command import command
 from gpudoctor.judging import compat, nvml_init
 from gpudoctor.judging.commands import fix
 from gpudoctor.judging.hardware import cuda_version_text
 from gpudoctor.model import Remediation
+from gpudoctor.paste import signatures
 
 
 @dataclass
 class Shown:
-    """What the paste shows that a cure uses."""
+    """What the paste shows that a cure uses: the signature it matched, the values it caught, the facts."""
 
+    signature: str
     values: dict[str, str]
     facts: dict[str, Any]
 
@@ -121,14 +127,17 @@ def _driver_too_old(shown: Shown) -> Remediation:
     return Remediation(said + way.why, way.commands, way.instead, way.source)
 
 
-def _no_driver(status: str) -> Callable[[Shown], Remediation | None]:
-    """driver.nvml's own fix for an NVML status (a missing library, a module not loaded), with the install
-    commands for the build the paste shows (or the default one) on its distribution."""
+# The NVML status (nvml_init.INIT_FINDINGS) a pasted failure stands for where it is not a missing library: torch's
+# "Can't initialize NVML" (torch/cuda/__init__.py _raw_device_count_nvml(), its signature's source) is nvmlInit
+# failing, taken as a driver not loaded.
+NVML_STATUS = {"nvml-cannot-initialize": "driver-not-loaded"}
 
-    def cure(shown: Shown) -> Remediation | None:
-        return nvml_init.failure({"status": status}, shown.system, shown.torch)[1]
 
-    return cure
+def _no_driver(shown: Shown) -> Remediation | None:
+    """driver.nvml's own fix for the NVML status the paste stands for (a missing library, a module not loaded),
+    with the install commands for the build the paste shows (or the default one) on its distribution."""
+    status = NVML_STATUS.get(shown.signature, "library-not-found")
+    return nvml_init.failure({"status": status}, shown.system, shown.torch)[1]
 
 
 def _cuda_build(shown: Shown) -> Remediation:
@@ -207,6 +216,12 @@ def toolkit_for_arch(code: int) -> tuple[str, bool] | None:
     return (knows[-1], True) if dropped else (knows[0], False)
 
 
+def _nvcc_toolkit(shown: Shown) -> Remediation:
+    """torch.nvcc's cure: the toolkit for the architecture nvcc did not know, where the paste names one, else
+    torch's own toolkit for its extensions."""
+    return _nvcc_arch(shown) if "arch" in shown.values else _extension_toolkit(shown)
+
+
 def _nvcc_arch(shown: Shown) -> Remediation:
     """nvcc without the GPU's architecture: build with a toolkit that has it (CUDA_HOME), of torch's CUDA major."""
     arch = shown.values.get("arch", "")
@@ -253,38 +268,29 @@ def _cudnn(shown: Shown) -> Remediation:
     )
 
 
+# Each cure by the name a check's declaration gives it (`@check(..., cure=...)`).
 CURES: dict[str, Callable[[Shown], Remediation | None]] = {
     "driver-too-old": _driver_too_old,
-    "cuda-driver-insufficient": _driver_too_old,
-    "cuda-ptx-unsupported-toolchain": _driver_too_old,
-    "no-nvidia-driver": _no_driver("library-not-found"),
-    "libcuda-not-found": _no_driver("library-not-found"),
-    "libnvidia-ml-not-found": _no_driver("library-not-found"),
-    "nvml-cannot-initialize": _no_driver("driver-not-loaded"),
-    "torch-not-compiled-with-cuda": _cuda_build,
-    "torch-compiled-without-cuda": _cuda_build,
-    "cuda-no-kernel-image": _arch,
-    "torch-gpu-not-compatible": _arch,
-    "torch-gpu-too-old": _arch,
-    "torch-gpu-unsupported-cc": _arch,
-    "torch-gpu-needs-newer-cuda": _arch,
-    "nvrtc-invalid-gpu-architecture": _arch,
-    "cudnn-version-incompatible": _cudnn,
-    "cuda-library-not-found": _shadowed_library,
-    "torch-undefined-symbol": _shadowed_library,
-    "cpp-extension-cuda-mismatch": _extension_toolkit,
-    "nvcc-unsupported-gpu-architecture": _nvcc_arch,
-    "cuda-home-not-set": _extension_toolkit,
-    "xformers-built-for-cuda-torch-beside-cpu-torch": _cuda_build,
-    "torchvision-operator-missing": _torchvision,
-    "torchvision-custom-ops-not-loaded": _torchvision,
-    "torchvision-cuda-version-mismatch": _torchvision,
-    "torchvision-cpu-ops-on-cuda": _torchvision,
-    "c10d-nccl-cuda-error": _nccl_cuda,
+    "no-driver": _no_driver,
+    "cuda-build": _cuda_build,
+    "gpu-arch": _arch,
+    "cudnn": _cudnn,
+    "shadowed-library": _shadowed_library,
+    "nvcc-toolkit": _nvcc_toolkit,
+    "torchvision": _torchvision,
+    "nccl-cuda": _nccl_cuda,
 }
 
 
+def cured() -> list[str]:
+    """The signatures that get their owner's cure: their data says so (`fix_from = "owner"`) and their owning
+    check's declaration names a cure of CURES."""
+    named = registry.cures()
+    return sorted(s.id for s in signatures.table().values() if s.fix_from == "owner" and named.get(s.owner) in CURES)
+
+
 def cure(signature_id: str, values: dict[str, str], facts: dict[str, Any]) -> Remediation | None:
-    """The owner's remediation for this sighting, or None where the signature has no such cure."""
-    build = CURES.get(signature_id)
-    return build(Shown(values, facts)) if build else None
+    """The owner's remediation for this sighting, or None where the signature's owner declares no cure."""
+    signature = signatures.table().get(signature_id)
+    build = CURES.get(registry.cures().get(signature.owner, "")) if signature else None
+    return build(Shown(signature_id, values, facts)) if build else None
