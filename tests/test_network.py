@@ -153,6 +153,17 @@ READ = {
         "net": "GPUDirectTCPX",
         "plugin": "GPUDirectTCPX",
     },
+    # GCP A3 High (2 x a3-highgpu-8g, 16 H100): the plugin's own INFO lines, then "Using network GPUDirectTCPX_v7"
+    # (elideng-sg/hypercomputer-internode-deepdive, assets/lab-18)
+    "tcpx-a3-highgpu-using-network-gpudirecttcpx-v7-plugin-init-partial.txt": {
+        "net": "GPUDirectTCPX_v7",
+        "plugin": "GPUDirectTCPX",
+    },
+    # GCP A3 Mega: GPUDirect-TCPXO's "Using network FasTrak" on 16 ranks and its banner (the same repository, lab-22)
+    "tcpxo-a3-mega-using-network-fastrak-16-ranks-init-1.0.17-partial.txt": {
+        "net": "FasTrak",
+        "plugin": "FasTrak 1.0.17",
+    },
 }
 
 
@@ -165,6 +176,11 @@ READ = {
         ),
         ("cxi-alps-using-network-aws-libfabric.txt", "NET/AWS Libfabric (libfabric)"),
         ("tcpx-a3-gpudirecttcpx-rx-ctrl-timeout-warn-two-nics.txt", "NET/GPUDirectTCPX (GPUDirect-TCPX), 2 NICs"),
+        (
+            "tcpx-a3-highgpu-using-network-gpudirecttcpx-v7-plugin-init-partial.txt",
+            "NET/GPUDirectTCPX_v7 (GPUDirect-TCPX)",
+        ),
+        ("tcpxo-a3-mega-using-network-fastrak-16-ranks-init-1.0.17-partial.txt", "NET/FasTrak (GPUDirect-TCPXO)"),
         ("efa-libfabric-16-nics-p5en-8xh200-partial.txt", "NET/Libfabric (AWS EFA), 16 NICs"),
         (
             "ib-2.5.7-br0-bootstrap-roce-ring-net-ib-without-gdrdma-partial.txt",
@@ -423,6 +439,21 @@ def test_a_pasted_log_leads_the_report_with_its_cause() -> None:
     assert "unset NCCL_NET  # or load the plugin" in report["causes"][0]["remediation"]["commands"]
     checks = {c["check_id"]: c for c in report["checks"]}
     assert checks["network.nccl"]["explained_by"] == "nccl-net-setting"
+
+
+def test_a_cloud_h100_node_whose_nics_topo_m_does_not_show_is_judged_by_its_log_alone() -> None:
+    """GCP A3's `topo -m` in a GKE pod (8 H100, NV18 between every pair, NUMA 0 and 1, no NIC column: its gVNIC and
+    GPU NICs are not RDMA devices NVML lists) beside its TCPX log: NCCL's choice is said, no GPU is called far
+    from a NIC, and no figure is invented for a fabric without a published one."""
+    topo = FABRICS / "topo" / "h100-8gpu-nv18-no-nic-columns-gcp-a3-gke-pod.txt"
+    facts = snapshot(topo, FABRICS / "tcpx-a3-highgpu-using-network-gpudirecttcpx-v7-plugin-init-partial.txt")
+    topology = facts["nvml"]["topology"]
+    assert topology["indexes"] == list(range(8)) and {n for row in topology["nvlinks"] for n in row} == {None, 18}
+    assert not topology.get("nics") and network.causes(facts) == []
+    result = judge_nccl(facts)
+    assert result.status == Status.PASS and "nearest NIC" not in (result.detail or "")
+    said = "NCCL chose NET/GPUDirectTCPX_v7 (GPUDirect-TCPX); no published all-reduce figure for GPUDirect-TCPX"
+    assert result.summary == said
 
 
 # --- each cause of issue 50 leads the diagnosis with its setting ------------------------------------------------

@@ -81,6 +81,11 @@ RING_GDR = re.compile(r"^Connected all rings, use ring PXN \d GDR ([01])\b")
 TCPX_SOURCE = "tcpxResult_t "
 TCPX_NIC = re.compile(r"\bnic (\d{1,3}), ([^\s,]{1,15}),")
 TCPX_NET = "GPUDirectTCPX"  # the plugin's ncclNet name without its "_v7" (src/nccl_plugin.cc)
+# The plugin's INFO lines read "NET/GPUDirectTCPX : nthreads: 1" ("NET/" PRODUCT_NAME, src/net_tcpx.cc); the
+# GPUDirect-TCPXO plugin's banner "NET/FasTrak <time>: Initializing network FasTrak, version: 1.0.17" (a real log:
+# tests/fixtures/pastes/fabrics/SOURCES.md; its source is not public).
+TCPX_INFO = "NET/GPUDirectTCPX"
+FASTRAK_INFO = ("NET/FasTrak", "Initializing network FasTrak, version: ")
 GDR_HCA = re.compile(r"^NET/IB ?: GPU Direct RDMA Disabled for HCA (\d{1,4}) '([^']{1,40})'")
 GDR_GPU = re.compile(r"GPU Direct RDMA Disabled for GPU (\S{1,20}) / HCA (\d{1,4}) \(distance (\d{1,2}) > (\d{1,2})\)")
 # "Using network Socket" and its plugin lines, "NET/Plugin : No plugin found (libnccl-net.so)" and every later
@@ -291,6 +296,8 @@ def network(found: Found, log: NcclLog, number: int, text: str) -> None:
         plugin(log, number, text)
     elif text.startswith("NET/OFI"):
         ofi(found, log, number, text)
+    elif text.startswith((TCPX_INFO, FASTRAK_INFO[0])):
+        google_plugin(log, number, text)
     elif "GPU Direct RDMA Disabled for GPU" in text:
         gdr_disabled(log, number, text)
     _seen(log.no_rdma, text, number)
@@ -330,6 +337,18 @@ def ofi(found: Found, log: NcclLog, number: int, text: str) -> None:
             found.fact("nccl.ofi_nics", int(match.group(2)), READER, number)
     elif (match := OFI_FILTER.match(text)) and "ofi_provider" not in found.facts.get("nccl", {}):
         found.fact("nccl.ofi_provider", match.group(1).lower(), READER, number)
+
+
+def google_plugin(log: NcclLog, number: int, text: str) -> None:
+    """Google's GPUDirect-TCPX plugin by its INFO lines, GPUDirect-TCPXO's (FasTrak) by its banner, with its
+    version."""
+    if log.plugin is not None and log.plugin[0] != "internal":
+        return
+    if text.startswith(TCPX_INFO):
+        log.plugin = (TCPX_NET, number)
+    elif FASTRAK_INFO[1] in text:
+        version = text.split(FASTRAK_INFO[1], 1)[1].split(" ", 1)[0][:20]
+        log.plugin = (f"FasTrak {version}".strip(), number)
 
 
 def gdr_disabled(log: NcclLog, number: int, text: str) -> None:
