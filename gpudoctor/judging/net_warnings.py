@@ -2,12 +2,12 @@
 network code or a network plugin printed), judged for network.nccl: what each means, its status, the line quoted,
 and its cure where one is known. Pure functions of facts.
 
-A WARN is a finding: a failure where it says a connection between nodes failed or NCCL fell back from its RDMA
-network, a warning where a peer went away (its own error comes first) or the network was slow or said something
-else. A fallback on one node costs nothing (NCCL needs no network there) and is left out; one that a cause of
-gpudoctor/judging/network.py already explains (NCCL_IB_DISABLE, no libibverbs, no OFI provider) is quoted beneath
-that cause, not judged twice. Where gpudoctor knows the line (an error signature matched it), the signature's
-check gives the cure; this names it rather than writing it twice."""
+A WARN is a finding: a failure where it says a network call failed (a connection between nodes did not form, or
+broke) or NCCL fell back from its RDMA network, a warning where a peer went away (its own error comes first) or the
+network was slow or said something else. A fallback on one node costs nothing (NCCL needs no network there) and is
+left out; one that a cause of gpudoctor/judging/network.py already explains (NCCL_IB_DISABLE, no libibverbs, no OFI
+provider) is quoted beneath that cause, not judged twice. Where gpudoctor knows the line (an error signature matched
+it), the signature's check gives the cure; this names it rather than writing it twice."""
 
 from __future__ import annotations
 

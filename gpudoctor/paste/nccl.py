@@ -22,8 +22,8 @@ What it records:
 - `nccl.channels` (the most channels a communicator shows), `nccl.trees` (its tree lines), `nccl.nvls`
   (multicast available), `nccl.ranks` (the largest nranks), `nccl.nodes` and `nccl.local_ranks` (nNodes and
   localRanks, 2.19+), `nccl.warnings` (each distinct WARN text), `nccl.net_warnings` (each distinct WARN that
-  NCCL's network code or a network plugin printed: its text, the file or function that printed it, and its line;
-  gpudoctor/judging/network.py judges them);
+  NCCL's network code or a network plugin printed: its text, the file or function that printed it, whether a
+  plugin did, and its line; gpudoctor/judging/net_warnings.py judges them);
 - `system.env.NCCL_*` from "NCCL_X set by environment to V" (NCCL prints what it read; integer parameters
   as it parsed them).
 
@@ -449,11 +449,16 @@ def source(line: str, start: int) -> str:
     return before[before.rfind("] ") + 1 :].strip()
 
 
+def printed_by(source: str) -> str:
+    """The file (or function) a WARN's source names: "transport/net_ib.cc" of "transport/net_ib.cc:1296"."""
+    return source.split(":", 1)[0].split(" ")[-1]
+
+
 def about_network(source: str, text: str) -> bool:
     """Whether NCCL's network code or a network plugin printed this WARN (NET_FILES, NET_TEXTS)."""
     if text.startswith(NET_TEXTS) or TCPX_SOURCE in source:
         return True
-    path = source.split(":", 1)[0].split(" ")[-1]
+    path = printed_by(source)
     return path.rsplit("/", 1)[-1].split(".", 1)[0] in NET_FILES or any(f in path for f in NET_FOLDERS)
 
 
@@ -462,7 +467,7 @@ def net_warning(log: NcclLog, number: int, source: str, text: str) -> None:
     if not text or len(log.net_warnings) >= MAX_NET_WARNINGS or text in log.net_warnings:
         return
     if about_network(source, text):
-        path = source.split(":", 1)[0].split(" ")[-1]
+        path = printed_by(source)
         plugin = (bool(path) and not path.endswith(NCCL_FILES)) or text.startswith("NET/OFI")
         log.net_warnings[text] = {"line": number + 1, "source": source, "text": text[:QUOTED], "plugin": plugin}
 
