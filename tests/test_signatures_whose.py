@@ -7,6 +7,7 @@ are real pastes (tests/fixtures/pastes/program/SOURCES.md) and open cases of the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,17 @@ def test_an_out_of_memory_message_is_read_by_whose_memory_its_figures_show(paste
     text = paste.read_text(encoding="utf-8")
     assert "cuda-out-of-memory" in ids(text)  # the message itself stays a sighting of its own
     assert whose(text) == {f"cuda-out-of-memory-{expected}"}
+
+
+H100_HOLDING = FIXTURES / "real" / "h100-2026-11-26" / "busy" / "nvml-other-process-holding-memory-idle.json"
+
+
+def test_the_allowance_outside_torchs_count_is_the_measured_context_rounded_up() -> None:
+    """A process holding 60 GiB of tensors on the H100 reads 776 MiB more in NVML (its CUDA context and libraries):
+    the allowance covers it, and is not more than twice it."""
+    held = json.loads(H100_HOLDING.read_text(encoding="utf-8"))[0]["compute_procs"][0]["usedGpuMemory"]
+    outside = held - 60 * 2**30
+    assert 700 * 2**20 < outside < signatures.OUTSIDE_ALLOCATOR < 2 * outside
 
 
 NEW = (
@@ -180,6 +192,13 @@ LINES = [
         "dkms-source-tree-missing",
         {"tree": "/var/lib/dkms/nvidia/390.48", "module": "nvidia", "version": "390.48"},
     ),
+    (
+        "Resource exhausted: OOM when allocating tensor with shape[8,512,512] and type float on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        "tensorflow-oom-allocating-tensor",
+        {"shape": "8,512,512", "dtype": "float", "gpu": "0", "allocator": "GPU_0_bfc"},
+    ),
+    ("ResourceExhaustedError" + " " * 20 + "Traceback (most recent call last)", "tensorflow-resource-exhausted", {}),
     (
         "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.5.0-14-generic",
         "modprobe-module-not-found",

@@ -290,9 +290,28 @@ def gpus_in_use(ev: Evidence) -> list[Found]:
     found = []
     if computing:
         found.append(_in_use(computing, watched, offline))
-    if holding:
+    if holding and not _own_listing(ev):
         found.append(_held(holding, watched, ev.results, offline))
     return found
+
+
+# The checks whose cause is memory or a resource another process holds (data/signatures: out of memory, a context
+# that cannot be created, cuBLAS's handle, a port in use).
+HELD_BY_OTHERS = ("driver.processes",)
+
+
+def _own_listing(ev: Evidence) -> bool:
+    """A paste's process listing with nothing that ran short: nvidia-smi's Processes section lists every process with
+    a context on a GPU, the paste's own program among them (nvidia-smi(1), Processes; inside a container none, as the
+    driver does not see the container's PID namespace), so memory listed there is another process's hold only where
+    the paste shows something ran short of it (a signature a check of HELD_BY_OTHERS owns)."""
+    if ev.live or "paste" not in ev.facts:
+        return False
+    from gpudoctor.paste.signatures import table
+
+    known = table()
+    sighted = {s.get("id") for s in ev.facts["paste"].get("signatures") or ()}
+    return not any(known[i].owner in HELD_BY_OTHERS for i in sighted if i in known)
 
 
 def _offline(live: bool) -> str:

@@ -150,7 +150,8 @@ def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Re
     )
     if status in nogpu.NO_DRIVER and not nogpu.captured(system):
         why = f"{remediation.why} {UNCAPTURED_DEVICES}"
-        remediation = Remediation(why, remediation.commands, remediation.instead, remediation.source)
+        instead = CPU_RUN if status == "library-not-found" else remediation.instead
+        remediation = Remediation(why, remediation.commands, instead, remediation.source)
     return summary, remediation
 
 
@@ -158,6 +159,24 @@ def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Re
 UNCAPTURED_DEVICES = (
     "Whether this machine has an NVIDIA GPU at all is not in this capture (`lspci -nn | grep -i nvidia` on it "
     "says): without one, there is nothing to install."
+)
+
+
+# Where the machine has no NVIDIA GPU, the program asks for CUDA: PyTorch, CUDA semantics, "Device-agnostic code"
+# (docs.pytorch.org/docs/stable/notes/cuda.html): torch.device('cuda' if torch.cuda.is_available() else 'cpu');
+# torch.load's own error on a CPU-only machine (torch/serialization.py): "please use torch.load with
+# map_location=torch.device('cpu') to map your storages to the CPU".
+CPU_RUN = Remediation(
+    "Where this machine has no NVIDIA GPU (a CPU machine, a notebook runtime without one), nothing is to be installed: "
+    "the program asks for CUDA. Run it on the CPU: .to(device) with device = 'cuda' if torch.cuda.is_available() else "
+    "'cpu', in place of .cuda(), and torch.load(..., map_location=device).",
+    [
+        "lspci -nn | grep -i nvidia  # no line: this machine has no NVIDIA GPU",
+        "grep -rnE '[.]cuda[(]|map_location' --include='*.py' .  # the calls that ask for CUDA: .to(device) and "
+        "map_location=device in their place",
+    ],
+    source="PyTorch, CUDA semantics, Device-agnostic code (docs.pytorch.org/docs/stable/notes/cuda.html); "
+    "torch/serialization.py: map_location=torch.device('cpu') on a CPU-only machine",
 )
 
 
@@ -170,4 +189,4 @@ def _with_driver_install(cure: Remediation, system: dict[str, Any], torch: dict[
         install = compat.driver_install(minimum, system.get("os_release"), platform) if minimum else []
         return [c for command in cure.commands for c in (install if command == "<INSTALL>" else [command])]
 
-    return fix(f"{cure.why} {build.name} needs driver >= {minimum}.", built)
+    return fix(f"{cure.why} {build.name} needs driver >= {minimum}.", built, cure.instead, cure.source)

@@ -169,7 +169,12 @@ def _match_line(found: Found, number: int, line: str) -> None:
 OUT_OF_MEMORY = "cuda-out-of-memory"
 HELD_ELSEWHERE = 0.5  # the share of the GPU's memory neither free nor this process's above which others hold it
 # torch's figures before 2.1 count only its allocator's memory, not the process's CUDA context and libraries'
-# handles (cuBLAS, cuDNN): hundreds of MiB that are the process's own, allowed for before blaming others.
+# handles (cuBLAS, cuDNN): hundreds of MiB that are the process's own, allowed for before blaming others. Measured:
+# on the H100 capture (tests/fixtures/real/h100-2026-11-26/busy/nvml-other-process-holding-memory-idle.json, driver
+# 580.159.04, CUDA 13.0) a torch process holding 60 GiB of tensors reads usedGpuMemory 65238204416 B in NVML, 776 MiB
+# beyond them; the fixtures' single-process out-of-memory messages (tests/test_signatures_whose.py) leave 0.5-1.6 GiB
+# of a GPU outside torch's count (a display, libraries' workspaces). 1 GiB: the measured context, rounded up to a
+# cuBLAS and cuDNN workspace, which keeps a 1 GiB GPU's own program from being read as another's hold.
 OUTSIDE_ALLOCATOR = 2**30
 FRAGMENTED = 0.05  # reserved-but-unallocated memory, as a share of the GPU, that is large (and above the request)
 RESERVED = re.compile(rf"{oom.SIZE} reserved in total by PyTorch")  # 1.4 to 2.0: this process's cache
