@@ -23,7 +23,7 @@ def terminal_width(environ: dict[str, str] | os._Environ[str] = os.environ) -> i
         except (OSError, ValueError):
             continue
     columns = environ.get("COLUMNS", "")
-    if columns.isdigit():
+    if columns.isascii() and columns.isdigit():
         width = int(columns)
     return max(width or 80, MIN_WIDTH)
 
