@@ -1,14 +1,15 @@
 """The causes of a slow or broken network between nodes, over the findings they explain: NCCL on TCP sockets where the
 node has RDMA NICs (a setting, a missing library or plugin, a container without the devices), GPUDirect RDMA off,
 fewer NICs used than GPUs, NCCL's or gloo's sockets on an interface that is down, a bridge or the loopback, PCIe
-ACS on the path, nodes whose settings differ; on rank 0, a slow node whose traffic left on another network than
-the others'. The judges are gpudoctor/judging/network.py; each cause leads, and the low bus bandwidth, the slow
-node and the failed or timed-out workload it explains fold beneath it, as on one node."""
+ACS on the path, an IOMMU that translates the GPUs' or NICs' DMA, nodes whose settings differ; on rank 0, a slow
+node whose traffic left on another network than the others'. The judges are gpudoctor/judging/network.py and
+iommu.py; each cause leads, and the low bus bandwidth, the slow node and the failed or timed-out workload it
+explains fold beneath it, as on one node."""
 
 from __future__ import annotations
 
 from gpudoctor.diagnosis import Evidence, Found
-from gpudoctor.judging import network, sockets
+from gpudoctor.judging import iommu, network, sockets
 from gpudoctor.model import Cause, Remediation, Status
 
 # The findings a network cause explains: the network's own checks, what NCCL's log and the NICs' state say, the
@@ -83,6 +84,19 @@ def pcie_acs(ev: Evidence) -> list[Found]:
     ]
 
 
+# Peer-to-peer between GPUs: the findings an IOMMU that translates their DMA explains, beside the network's.
+P2P = ("p2p.access", "allreduce.bandwidth", "bench.nvbandwidth")
+
+
+def iommu_translated(ev: Evidence) -> list[Found]:
+    """GPUs or RDMA NICs in IOMMU groups that translate their DMA (system.iommu) where peer-to-peer or the network
+    between nodes is slow or failing, or NCCL's log has GPUDirect RDMA off: P2P's and the network's findings fold
+    beneath it (after the settings and ACS, which name a cure of their own)."""
+    symptoms = (*P2P, "network.nccl", "bench.nccl-tests", *CROSS_NODE)
+    found = iommu.cause(ev.facts, symptoms=bool(ev.failing(*symptoms)))
+    return [Found(as_cause(found), fold=symptoms)] if found else []
+
+
 # --- rank 0 of a cluster run ----------------------------------------------------------------------------------
 
 
@@ -131,5 +145,5 @@ def node_settings(ev: Evidence) -> list[Found]:
     return [Found(cause, fold=("cluster.skew", *CROSS_NODE))]
 
 
-RULES = (socket_interfaces, nccl_network, pcie_acs)
+RULES = (socket_interfaces, nccl_network, pcie_acs, iommu_translated)
 CLUSTER_RULES = (node_settings, node_paths)

@@ -163,6 +163,23 @@ class Devices(TypedDict, total=False):
     module_loaded: bool  # /proc/driver/nvidia/version or /sys/module/nvidia exists
 
 
+class IommuDevice(TypedDict, total=False):
+    kind: str  # "gpu" or "nic" (an RDMA device of /sys/class/infiniband)
+    name: str  # the GPU's PCI address, the NIC's RDMA name ("mlx5_0")
+    address: str  # its PCI address
+    group: str | None  # its IOMMU group; None: none (no IOMMU, or not under one)
+    type: str | None  # the group's default domain: "identity" (passthrough), "DMA", "DMA-FQ" (translated)...
+
+
+class Iommu(TypedDict, total=False):
+    """The kernel's IOMMU mode (facts/iommu.py, sysfs and procfs without root)."""
+
+    units: list[str]  # /sys/class/iommu: "dmar0", "ivhd0"; none: no IOMMU in use
+    groups: int  # IOMMU groups in /sys/kernel/iommu_groups
+    cmdline: list[str]  # the kernel command line's IOMMU words: "intel_iommu=on", "iommu=pt"
+    devices: list[IommuDevice]
+
+
 class SystemFacts(TypedDict, total=False):
     hostname: str
     kernel: str
@@ -185,6 +202,7 @@ class SystemFacts(TypedDict, total=False):
     links: list[dict]  # every interface: name, up, virtual, bridge, bridge_physical, speed_mbps
     infiniband: list[dict]
     rdma_devices: list[str] | None  # what /dev/infiniband holds; None where it does not exist
+    iommu: Iommu  # the GPUs' and RDMA NICs' IOMMU groups and their translation
     env: dict[str, str]
     kernel_log: KernelLog
     euid: int

@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from gpudoctor.facts import devices
+from gpudoctor.facts import devices, iommu
 
 ENV_PREFIXES = (
     "NCCL_",
@@ -112,6 +112,7 @@ def _rdma_devices(root: Path) -> list[str] | None:
 
 
 def gather(root: Path = Path("/")) -> dict[str, Any]:
+    found = devices.gather(root)
     return {
         "hostname": os.uname().nodename,
         "kernel": os.uname().release,
@@ -127,12 +128,13 @@ def gather(root: Path = Path("/")) -> dict[str, Any]:
         "container": _container(root),
         "kernel_modules": _modules(root),
         "nvidia_module_version": _nvidia_module_version(root),
-        "devices": devices.gather(root),
+        "devices": found,
         "interfaces": sorted(psutil.net_if_addrs()),
         "interface_addresses": _interface_addresses(root),
         "links": _links(root),
         "infiniband": _infiniband(root),
         "rdma_devices": _rdma_devices(root),
+        "iommu": iommu.gather(root, [g["address"] for g in found["nvidia_gpus"]]),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "euid": os.geteuid(),
     }
