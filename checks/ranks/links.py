@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from gpudoctor.api import RankContext, measure
-from gpudoctor.judging import pairs
+from gpudoctor.judging import net_warnings, pairs
 from gpudoctor.paste import nccl
 from gpudoctor.paste.found import Found
 
@@ -195,7 +195,8 @@ def used(ctx: RankContext, folder: Path | None) -> dict[str, Any]:
 
 
 def read_log(folder: Path | None) -> dict[str, Any]:
-    """NCCL's facts from its log (gpudoctor.paste.nccl), its warnings cut to the first few."""
+    """NCCL's facts from its log (gpudoctor.paste.nccl), its warnings and network WARNs cut to the first few, with
+    how many network WARNs were left out (net_warnings.cut: every rank's outcome goes over the store)."""
     if folder is None:
         return {}
     text = ""
@@ -207,8 +208,7 @@ def read_log(folder: Path | None) -> dict[str, Any]:
         folder.rmdir()
     found = Found.of(text)
     nccl.read(found)
-    said = dict(found.facts.get("nccl") or {})
-    said["warnings"] = said.get("warnings", [])[:5]
+    said = net_warnings.cut(found.facts.get("nccl") or {})
     env = (found.facts.get("system") or {}).get("env") or {}
     return {**said, "settings": env}
 

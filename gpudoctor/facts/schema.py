@@ -239,6 +239,7 @@ class NcclFacts(TypedDict, total=False):
     ranks: int
     warnings: list[str]
     net_warnings: list[dict]  # {line, source, text, plugin}: the WARNs NCCL's network code or a plugin printed
+    net_warnings_left_out: int  # cluster mode: a rank's network WARNs not sent (net_warnings.cut keeps 5)
 
 
 class NcclTestsDevice(TypedDict, total=False):

@@ -7,7 +7,12 @@ broke) or NCCL fell back from its RDMA network, a warning where a peer went away
 network was slow or said something else. A fallback on one node costs nothing (NCCL needs no network there) and is
 left out; one that a cause of gpudoctor/judging/network.py already explains (NCCL_IB_DISABLE, no libibverbs, no OFI
 provider) is quoted beneath that cause, not judged twice. Where gpudoctor knows the line (an error signature matched
-it), the signature's check gives the cure; this names it rather than writing it twice."""
+it), the signature's check gives the cure; this names it rather than writing it twice.
+
+In cluster mode each rank sends what its own NCCL log says (checks/ranks/links.read_log) with its WARNs cut to the
+first few (`cut`, again on arrival: another node's message is not trusted), and rank 0 judges every node's as a
+pasted log's (`across_nodes`), each named by its node, at most a warning: the line says why, the measurement
+judges the node, and a WARN alone never drains one (a peer that went away is seen by every node)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.judging import network
-from gpudoctor.model import Remediation, Status
+from gpudoctor.model import Remediation, Result, Row, Status
 
 SUMMARY_TEXT = 100  # characters of a WARN's text in a summary; the quote holds the whole line
 # The causes of network.causes that a fallback WARN is the evidence of: the WARN is quoted beneath them.
@@ -175,3 +180,85 @@ def summary(own: list[Warned]) -> str:
     lead = own[0]
     times = sum(1 for w in own if w.kind is lead.kind and w.who == lead.who)
     return lead.said(times)
+
+
+# --- cluster mode: what each rank sends, and rank 0's verdict over every node's ----------------------------------
+
+SENT = 5  # WARNs (and network WARNs) a rank sends of its log: each up to ~450 bytes, in every rank's outcome
+SENT_CHARS = 512  # of a WARN's text or source, as sent
+LEFT_OUT_MOST = 10**6
+SETTINGS_MOST = 64
+
+
+def cut(nccl: dict[str, Any]) -> dict[str, Any]:
+    """NCCL's facts as a rank sends them (and as rank 0 takes another node's): its warnings and network WARNs, the
+    first SENT of each, each text cut; how many network WARNs were left out (`net_warnings_left_out`)."""
+    said = dict(nccl)
+    listed = said.get("warnings")
+    said["warnings"] = [str(w)[:SENT_CHARS] for w in listed[:SENT]] if isinstance(listed, list) else []
+    net = said.get("net_warnings")
+    net = [w for w in net if isinstance(w, dict)] if isinstance(net, list) else []
+    before = said.pop("net_warnings_left_out", 0)
+    known = isinstance(before, int) and not isinstance(before, bool) and 0 <= before < LEFT_OUT_MOST
+    left = max(0, len(net) - SENT) + (before if known else 0)
+    said["net_warnings"] = [sent(w) for w in net[:SENT]]
+    if left:
+        said["net_warnings_left_out"] = left
+    return said
+
+
+def sent(item: dict[str, Any]) -> dict[str, Any]:
+    """One network WARN as the reader keeps it, each field of its kind."""
+    line = item.get("line")
+    return {
+        "line": line if isinstance(line, int) and not isinstance(line, bool) and 0 < line < LEFT_OUT_MOST else None,
+        "source": str(item.get("source") or "")[:SENT_CHARS],
+        "text": str(item.get("text") or "")[:SENT_CHARS],
+        "plugin": item.get("plugin") is True,
+    }
+
+
+def node_facts(nccl: dict[str, Any]) -> dict[str, Any]:
+    """A node's captured log as the judges read a paste's facts: NCCL's, and the settings it printed."""
+    settings = nccl.get("settings")
+    pairs = list(settings.items())[:SETTINGS_MOST] if isinstance(settings, dict) else []
+    return {"nccl": nccl, "system": {"env": {str(k)[:64]: str(v)[:256] for k, v in pairs}}}
+
+
+def node_rows(name: str, nccl: dict[str, Any]) -> list[tuple[Warned, Row, str, Remediation]]:
+    """One node's network WARNs judged: each with its row (named by the node, at most a warning), its quote and
+    cure; a fallback its settings explain said with that cause and the cause's cure."""
+    facts = node_facts(nccl)
+    causes = network.causes(facts)
+    explaining = next((c for c in causes if c.id in FALLBACK_CAUSES), None)
+    found = []
+    for w in warned(facts, causes):
+        cause = explaining if w.explained else None
+        said = f"{cause.summary} ({w.said()})" if cause else w.said()
+        row = Row(Status.WARN, said, name=cause.id if cause else f"line {w.line}", node=name)
+        found.append((w, row, f"{name}: {w.quote}", cause.remediation if cause else w.remediation))
+    return found
+
+
+def across_nodes(per_node: dict[str, dict[str, Any]]) -> Result | None:
+    """Rank 0: the network WARNs each node's own NCCL log held (sockets.transports), judged as network.nccl judges a
+    pasted log's (aspect "net-warnings"), failures first; None where no node's log held one."""
+    judged = [j for name, t in sorted(per_node.items()) for j in node_rows(name, t.get("nccl") or {})]
+    if not judged:
+        return None
+    judged.sort(key=lambda j: j[0].status != Status.FAIL)
+    left = [
+        f"{name}: {t['nccl']['net_warnings_left_out']} more network WARNs in its own log, not sent"
+        for name, t in sorted(per_node.items())
+        if (t.get("nccl") or {}).get("net_warnings_left_out")
+    ]
+    first = judged[0][1]
+    return Result(
+        Status.WARN,
+        f"{first.node}: {first.summary}" + (f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""),
+        rows=[row for _, row, _, _ in judged],
+        remediation=judged[0][3],
+        quotes=[quote for _, _, quote, _ in judged],
+        detail="; ".join(left) or None,
+        aspect="net-warnings",
+    )

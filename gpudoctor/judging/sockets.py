@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.command import Command, command, commands, literal
+from gpudoctor.judging import net_warnings
 from gpudoctor.judging.commands import fix
 from gpudoctor.judging.network import FABRICS, RDMA, SHOW, NetCause, choice
 from gpudoctor.model import Remediation, Result, Row, Status
@@ -178,7 +179,7 @@ def transport_of(data: Any) -> dict[str, Any] | None:
     for key in ("interface", "address"):
         value = data.get(key)
         said[key] = str(value)[:64] if isinstance(value, str) else None
-    said["nccl"] = data.get("nccl") if isinstance(data.get("nccl"), dict) else {}
+    said["nccl"] = net_warnings.cut(data["nccl"]) if isinstance(data.get("nccl"), dict) else {}
     return said
 
 
@@ -406,7 +407,7 @@ def transports(outcome: Any) -> dict[str, dict[str, Any]]:
 def with_transport(judged: list[Result] | Result, outcome: Any) -> list[Result]:
     """The verdicts with what carried the workload said in the first one's summary ("over gloo over TCP on eth0"),
     and judged per node (aspect "transport") with the nodes the verdicts name slow (a re-test that cleared one
-    aside)."""
+    aside); and the network WARNs each node's NCCL log held (net_warnings.across_nodes), where one did."""
     results = judged if isinstance(judged, list) else [judged]
     carried = transports(outcome)
     if not carried:
@@ -419,4 +420,5 @@ def with_transport(judged: list[Result] | Result, outcome: Any) -> list[Result]:
     }
     said = f"measured over {said_transports(carried)}"
     results[0].detail = "\n".join(text for text in (said, results[0].detail) if text)
-    return [*results, judge_transport(carried, slow)]
+    warned = net_warnings.across_nodes(carried)
+    return [*results, judge_transport(carried, slow), *([warned] if warned else [])]
