@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.cluster.context import ClusterContext
-from gpudoctor.cluster.session import WorkloadOutcome
 from gpudoctor.command import command
 from gpudoctor.facts.identity import used_gpus, with_gpus
 from gpudoctor.facts.nvml import Backend, LiveNvml, Sampler, usable
@@ -22,6 +20,10 @@ from gpudoctor.model import Remediation, Result, Status, gpu_label, gpu_row
 from gpudoctor.registry import CheckSpec
 from gpudoctor.workloads.isolate import run_isolated
 from gpudoctor.workloads.launch import launch
+
+if TYPE_CHECKING:  # a cluster run's session: the cluster package is imported only where one runs
+    from gpudoctor.cluster.context import ClusterContext
+    from gpudoctor.cluster.session import WorkloadOutcome
 
 DEFAULT_CPU_RANKS = 2
 FULL_WORK_FACTOR = 4  # `--level full` repeats every workload's measured work this many times over

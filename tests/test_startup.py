@@ -84,3 +84,21 @@ def test_what_judges_and_reports_is_imported_while_torch_imports_not_after(tmp_p
     ours = [m for m in after if m.startswith("gpudoctor.") and m != "gpudoctor.data"]
     rich = [m for m in after if m.startswith("rich") and not m.startswith("rich._unicode_data")]
     assert ours == [] and rich == [], after
+
+
+# A quick run into a pipe whose torch gateway answers at once: every module it imported, to its end.
+IMPORTED = AFTER_TORCH.replace('seen["collected"] = set(sys.modules)', 'seen["collected"] = set()')
+
+# What a quick run into a pipe has no use for: the cluster run's session, store and credential (a node of a cluster
+# run imports them, engine/cluster_run.py), Rich's live progress (drawn on a terminal only) and difflib (the hint
+# for a check name that is not there). Each is the parent's own CPU beside torch's import on a busy machine.
+UNUSED = ("gpudoctor.cluster.session", "gpudoctor.cluster.store", "gpudoctor.cluster.credential", "rich.progress")
+
+
+def test_a_quick_run_into_a_pipe_imports_no_cluster_session_and_no_live_progress(tmp_path: Path) -> None:
+    found = tmp_path / "imported.json"
+    proc = subprocess.run([sys.executable, "-c", IMPORTED, found], capture_output=True, text=True, timeout=300)
+    assert found.exists(), proc.stderr[-2000:]
+    imported = set(json.loads(found.read_text()))
+    assert "gpudoctor.engine.runner" in imported  # the run ran its checks
+    assert [m for m in (*UNUSED, "difflib") if m in imported] == []

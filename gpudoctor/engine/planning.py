@@ -4,6 +4,7 @@ can be wrong with the input is found here, before any check runs; the request is
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,7 +221,8 @@ def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = Non
 def ready_to_judge() -> None:
     """What judging and reporting import once the facts are in (the runner's progress through the console, the
     diagnosis, the report document), imported while torch still imports in its gateway: the quick level's
-    longest step, which this process would otherwise wait on with nothing to do."""
+    longest step, which this process would otherwise wait on with nothing to do. Rich's live progress only where
+    it is drawn, on a terminal's stderr (report.console.LiveProgress): a pipe's run never imports it."""
     import gpudoctor.diagnosis.revisions
     import gpudoctor.diagnosis.rules
     import gpudoctor.engine.budget
@@ -228,3 +230,6 @@ def ready_to_judge() -> None:
     import gpudoctor.report.console
     import gpudoctor.report.document
     import gpudoctor.vetting  # noqa: F401
+
+    if sys.stderr.isatty():
+        import rich.progress  # noqa: F401

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.cluster.context import ClusterContext
 from gpudoctor.context import CheckContext, Observer, Options
 from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
@@ -21,6 +19,9 @@ from gpudoctor.model import Result, Status
 from gpudoctor.registry import LEVELS, CheckSpec
 from gpudoctor.vetting import NotAResult, vetted
 from gpudoctor.workloads import guard
+
+if TYPE_CHECKING:  # a cluster run's session: the cluster package is imported only where one runs
+    from gpudoctor.cluster.context import ClusterContext
 
 
 class SelectionError(InputError):
@@ -51,6 +52,8 @@ def _matches(spec: CheckSpec, pattern: str) -> bool:
 def _require_known(pattern: str, specs: list[CheckSpec]) -> None:
     names = {s.id for s in specs} | {s.area for s in specs}
     if pattern not in names:
+        import difflib  # only for a name that is not there
+
         close = difflib.get_close_matches(pattern, sorted(names), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; `gpudoctor list` shows them all"
         raise SelectionError(f"no check or area named {pattern!r}{hint}")

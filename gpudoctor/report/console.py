@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +34,9 @@ from gpudoctor.model import (
     places,
 )
 from gpudoctor.report.columns import MIN_WIDTH
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 STYLE = {
     Status.PASS: ("PASS", "green"),
@@ -497,6 +499,8 @@ class LiveProgress:
         self.started = self.clock()
         if not self.console.is_terminal:
             return nullcontext()
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # a terminal's only
+
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}", markup=False),
