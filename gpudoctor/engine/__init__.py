@@ -13,6 +13,7 @@ Imports are lazy: importing the engine imports neither torch, pynvml nor the che
 
 from __future__ import annotations
 
+from gpudoctor.engine.execution import single_node
 from gpudoctor.engine.planning import Plan, plan
 from gpudoctor.engine.report import Report
 from gpudoctor.engine.request import Request
@@ -29,8 +30,6 @@ def perform(chosen: Plan, show_progress: bool = False) -> Report:
     """Run a plan: this node alone (with the live progress line if asked for), or this node's part of the
     cluster run the plan was made for (no progress line: every node's stderr is merged)."""
     if chosen.cluster is None:
-        from gpudoctor.engine.execution import single_node
-
         return single_node(chosen, show_progress)
     from gpudoctor.engine.cluster_run import run_node
 

@@ -221,12 +221,12 @@ def gather_facts(from_file: str | None, sources: set[str], torch_proc: Any = Non
 def ready_to_judge() -> None:
     """What judging and reporting import once the facts are in (the runner's progress through the console, the
     diagnosis, the report document), imported while torch still imports in its gateway: the quick level's
-    longest step, which this process would otherwise wait on with nothing to do. Rich's live progress only where
+    longest step, which this process would otherwise wait on with nothing to do (engine.execution itself is imported
+    with the engine: naming it here would close a circle, as it names the Plan). Rich's live progress only where
     it is drawn, on a terminal's stderr (report.console.LiveProgress): a pipe's run never imports it."""
     import gpudoctor.diagnosis.revisions
     import gpudoctor.diagnosis.rules
     import gpudoctor.engine.budget
-    import gpudoctor.engine.execution
     import gpudoctor.report.console
     import gpudoctor.report.document
     import gpudoctor.vetting  # noqa: F401
