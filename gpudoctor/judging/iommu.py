@@ -40,13 +40,14 @@ def cause(facts: dict[str, Any], symptoms: bool) -> NetCause | None:
     """Translated GPUs or NICs where `symptoms` (peer-to-peer or the network between nodes slow or failing) or NCCL's
     log has GPUDirect RDMA off; None otherwise."""
     system = facts.get("system") or {}
-    found = translated(system.get("iommu") or {})
+    held = system.get("iommu") if isinstance(system.get("iommu"), dict) else {}
+    found = translated(held)
     if not found or not (symptoms or gdr_off(facts.get("nccl") or {})):
         return None
     named = [f"{'GPU' if d.get('kind') == 'gpu' else 'NIC'} {d.get('name')}" for d in found]
     types = ", ".join(dict.fromkeys(str(d.get("type")) for d in found))
     listed = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
-    words = (system.get("iommu") or {}).get("cmdline") or []
+    words = [str(w) for w in held.get("cmdline") or []]
     return NetCause(
         "iommu-translated",
         Status.WARN,
