@@ -90,8 +90,9 @@ def test_what_judges_and_reports_is_imported_while_torch_imports_not_after(tmp_p
 IMPORTED = AFTER_TORCH.replace('seen["collected"] = set(sys.modules)', 'seen["collected"] = set()')
 
 # What a quick run into a pipe has no use for: the cluster run's session, store and credential (a node of a cluster
-# run imports them, engine/cluster_run.py), Rich's live progress (drawn on a terminal only) and difflib (the hint
-# for a check name that is not there). Each is the parent's own CPU beside torch's import on a busy machine.
+# run imports them, engine/cluster_run.py), Rich's live progress (drawn on a terminal only), difflib (the hint for a
+# check name that is not there) and hashlib (the SDC check's digests, made in its rank). Each is the parent's own
+# CPU beside torch's import on a busy machine.
 UNUSED = ("gpudoctor.cluster.session", "gpudoctor.cluster.store", "gpudoctor.cluster.credential", "rich.progress")
 
 
@@ -101,4 +102,4 @@ def test_a_quick_run_into_a_pipe_imports_no_cluster_session_and_no_live_progress
     assert found.exists(), proc.stderr[-2000:]
     imported = set(json.loads(found.read_text()))
     assert "gpudoctor.engine.runner" in imported  # the run ran its checks
-    assert [m for m in (*UNUSED, "difflib") if m in imported] == []
+    assert [m for m in (*UNUSED, "difflib", "hashlib") if m in imported] == []
