@@ -74,7 +74,7 @@ def _member(item: tuple) -> str:
 
 def module_patterns() -> list[tuple[str, re.Pattern[str]]]:
     """Every compiled pattern at the top of a reader's module (gpudoctor.paste, gpudoctor.facts, and the packages
-under them: gpudoctor.paste.nvsmi)."""
+    under them: gpudoctor.paste.nvsmi)."""
     found = []
     for package in (gpudoctor.paste, gpudoctor.facts):
         for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):

@@ -54,9 +54,9 @@ def _growth(read: Callable[[T], object], small: T, large: T, repeats: int) -> fl
 
 def confirmed(measure: Callable[[], float]) -> float:
     """The least of up to TRIES growths, measured again only while past LINEAR. On a shared virtual machine the
-host can take the CPU from the guest mid-measurement and the guest still counts that time to the thread, in every
-repeat of one burst (a clean clone's CI run saw a linear search grow 58 times, 8 times on the next run): noise
-passes, a quadratic reader grows K*K times on every try."""
+    host can take the CPU from the guest mid-measurement and the guest still counts that time to the thread, in every
+    repeat of one burst (a clean clone's CI run saw a linear search grow 58 times, 8 times on the next run): noise
+    passes, a quadratic reader grows K*K times on every try."""
     least = measure()
     for _ in range(TRIES - 1):
         if least < LINEAR:
