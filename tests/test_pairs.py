@@ -6,6 +6,7 @@ old rule got wrong (the median of transfers, no allowance, no re-test) is here w
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -342,3 +343,29 @@ def test_a_re_tested_pair_keeps_its_own_transfer_size_not_its_slow_neighbours() 
     sizes = {"0-1": big, "0-2": small, "1-2": small, "0-4": big, "1-4": big, "2-4": small, "2-3": small}
     planned = pairs.retest_sizes(sizes, [[(0, 1), (2, 4)], [(3, 0)], [(1, 4)]])
     assert planned == {"0-1": big, "2-4": small, "0-3": small, "1-4": big}
+
+
+def _transfer(src: int, dst: int, best: float, spread: float, passes: int) -> dict:
+    """One transfer whose passes lie `spread` apart in log terms, the best first."""
+    values = [best * math.exp(-spread * i) for i in range(passes)]
+    return {"src": src, "dst": dst, "gbps": best, "passes": values, "verified": True}
+
+
+@pytest.mark.parametrize(("again", "named"), [(0.66, False), (0.3, True)])
+def test_three_healthy_busy_nodes_one_slow_twice_by_the_run_to_run_noise_is_not_named(
+    again: float, named: bool
+) -> None:
+    """Seen in CI, three healthy namespace hosts with a niced process taking the idle cores: node-0 was slow in the
+    ring (0.30x) and its re-test pair 0.68x of the one good pair, measured in a round of its own, with passes 0.24
+    apart (log) for the ratio: at a 5 % chance per confirmation it was named a straggler. A straggler is now
+    confirmed at a 1 % chance, as a figure judged once is (a failure, far below, still at 5 %): a node at 0.66x of
+    the good pair is unconfirmed, one at 0.3x is named."""
+    ring = [(0, 1, 0.15), (1, 0, 0.152), (1, 2, 0.504), (2, 1, 0.49), (2, 0, 0.15), (0, 2, 0.148)]
+    look = pairs.first_look([_transfer(s, d, v, 0.15, 2) for s, d, v in ring], names(3), FRACTIONS)
+    assert set(look.nodes) == {0}
+    assert pairs.retest_rounds(look) == [[(0, 1)], [(1, 2)]]
+    good = 0.2414
+    retest = [_transfer(0, 1, good * again, 0.16, 3), _transfer(1, 0, good * again * 1.05, 0.16, 3)]
+    retest += [_transfer(1, 2, good, 0.16, 3), _transfer(2, 1, good * 1.05, 0.16, 3)]
+    nodes, _ = pairs.confirm(look, retest)
+    assert nodes[0].confirmed is named, nodes[0].summary
