@@ -21,6 +21,12 @@ def names(n: int) -> dict[int, str]:
     return {i: f"n{i}" for i in range(n)}
 
 
+def scale(transfer: dict, factor: float) -> None:
+    """A load on a transfer: its figure and every pass times `factor`."""
+    transfer["gbps"] *= factor
+    transfer["passes"] = [p * factor for p in transfer["passes"]]
+
+
 def look_at(cluster: Cluster, seed: int = 0, absolute: Reference | None = None) -> pairs.FirstLook:
     transfers = cluster.measure(pairs.neighbour_rounds(list(range(cluster.n))), random.Random(seed))
     return pairs.first_look(transfers, names(cluster.n), FRACTIONS, absolute)
@@ -144,8 +150,7 @@ def test_a_suspect_that_re_tests_fine_is_unconfirmed_and_not_drained() -> None:
     transfers = cluster.measure(pairs.neighbour_rounds(list(range(6))), random.Random(1))
     for t in transfers:  # node 4 hit by a passing load in the ring measurement only
         if 4 in (t["src"], t["dst"]):
-            t["gbps"] *= 0.3
-            t["passes"] = [p * 0.3 for p in t["passes"]]
+            scale(t, 0.3)
     look = pairs.first_look(transfers, names(6), FRACTIONS)
     assert set(look.nodes) == {4}
     nodes, _ = pairs.confirm(look, cluster.measure(pairs.retest_rounds(look), random.Random(2)))
@@ -235,8 +240,7 @@ def test_one_good_pairs_lopsided_directions_do_not_clear_a_slow_node() -> None:
     retest = cluster.measure(pairs.retest_rounds(look), random.Random(5), pairs.RETEST_PASSES)
     for t in retest:
         if (t["src"], t["dst"]) == (0, 1):
-            t["gbps"] /= 3
-            t["passes"] = [p / 3 for p in t["passes"]]
+            scale(t, 1 / 3)
     nodes, _ = pairs.confirm(look, retest)
     assert nodes[2].confirmed and nodes[2].status == Status.FAIL, nodes[2].summary
 
@@ -252,15 +256,13 @@ def test_a_reference_pair_in_a_quiet_moment_does_not_confirm_a_loaded_node(slow:
     transfers = cluster.measure(pairs.neighbour_rounds([0, 1, 2]), random.Random(7))
     for t in transfers:
         if 1 in (t["src"], t["dst"]) and slow == 1.0:  # the load, on node-1's pairs, in the ring
-            t["gbps"] *= 0.38
-            t["passes"] = [p * 0.38 for p in t["passes"]]
+            scale(t, 0.38)
     look = pairs.first_look(transfers, names(3), FRACTIONS)
     assert set(look.nodes) == {1}
     retest = cluster.measure(pairs.retest_rounds(look), random.Random(8), pairs.RETEST_PASSES)
     for t in retest:
         factor = 2.0 if 1 not in (t["src"], t["dst"]) else (0.88 if slow == 1.0 else 1.0)
-        t["gbps"] *= factor  # the good pair quiet (2x); node-1's pair loaded (0.44x of it) when healthy
-        t["passes"] = [p * factor for p in t["passes"]]
+        scale(t, factor)  # the good pair quiet (2x); node-1's pair loaded (0.44x of it) when healthy
     nodes, _ = pairs.confirm(look, retest)
     assert nodes[1].confirmed is named, nodes[1].summary
     assert nodes[1].status == (Status.FAIL if named else Status.WARN), nodes[1].summary
@@ -274,15 +276,13 @@ def test_a_quiet_reference_round_does_not_confirm_a_loaded_link(slow: float, nam
     transfers = cluster.measure(pairs.neighbour_rounds(list(range(6))), random.Random(3))
     for t in transfers:
         if (t["src"], t["dst"]) == (1, 2) and slow == 1.0:
-            t["gbps"] *= 0.35
-            t["passes"] = [p * 0.35 for p in t["passes"]]
+            scale(t, 0.35)
     look = pairs.first_look(transfers, names(6), FRACTIONS)
     assert set(look.links) == {(1, 2)} and look.nodes == {}
     retest = cluster.measure(pairs.retest_rounds(look), random.Random(4), pairs.RETEST_PASSES)
     for t in retest:
         factor = 2.0 if {t["src"], t["dst"]} != {1, 2} else (0.9 if slow == 1.0 else 1.0)
-        t["gbps"] *= factor
-        t["passes"] = [p * factor for p in t["passes"]]
+        scale(t, factor)
     _, links = pairs.confirm(look, retest)
     assert links[(1, 2)].confirmed is named, links[(1, 2)].summary
 
@@ -317,8 +317,7 @@ def test_a_loaded_re_test_with_no_good_pair_beside_it_does_not_confirm_a_link(sl
     transfers = cluster.measure(pairs.neighbour_rounds(list(range(5))), random.Random(11))
     for t in transfers:
         if (t["src"], t["dst"]) == (1, 0) and slow == 1.0:
-            t["gbps"] *= 0.3
-            t["passes"] = [p * 0.3 for p in t["passes"]]
+            scale(t, 0.3)
     look = pairs.first_look(transfers, names(5), FRACTIONS)
     assert set(look.nodes) == {2, 3} and set(look.links) == {(1, 0)}
     rounds = pairs.retest_rounds(look)
@@ -326,8 +325,7 @@ def test_a_loaded_re_test_with_no_good_pair_beside_it_does_not_confirm_a_link(sl
     retest = cluster.measure(rounds, random.Random(12), pairs.RETEST_PASSES)
     for t in retest:
         if not {t["src"], t["dst"]} & {2, 3}:  # the load: every transfer between good nodes, the link's too
-            t["gbps"] *= 0.25
-            t["passes"] = [p * 0.25 for p in t["passes"]]
+            scale(t, 0.25)
     nodes, links = pairs.confirm(look, retest)
     assert nodes[2].confirmed and nodes[3].confirmed
     assert links[(1, 0)].confirmed is named, links[(1, 0)].summary
