@@ -3,6 +3,9 @@ them to NVML's GPUs."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from gpudoctor.facts import torchinfo
@@ -48,3 +51,17 @@ def test_a_failing_device_fails_cuda_available_naming_it() -> None:
     assert result.status.value == "fail"
     assert result.summary == "torch cannot read cuda:2: RuntimeError: CUDA error: unspecified launch failure"
     assert judge_arch(torch, snap["nvml"]["gpus"], "590.48.01").status.value == "pass"
+
+
+def test_the_gateway_writes_its_answer_whole_and_leaves_without_torch_s_teardown() -> None:
+    """Its answer is flushed and it exits 0 before the interpreter's teardown (0.4 s of torch's on a CPU host:
+    bench/startup.py), which an exit handler registered before it ran would show."""
+    runner = (
+        "import atexit, runpy, sys;"
+        "atexit.register(lambda: sys.stderr.write('teardown ran'));"
+        "runpy.run_module('gpudoctor.facts.torchinfo', run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "teardown ran" not in done.stderr
+    assert json.loads(done.stdout)["importable"] is True

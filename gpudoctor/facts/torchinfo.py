@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -280,3 +281,9 @@ if __name__ == "__main__":
 
     die_with_parent()
     json.dump(gather(), sys.stdout)
+    # The answer is written: leave without torch's interpreter teardown (0.4 s of the quick level's 2.6 s on a
+    # 2-core CPU host, measured with bench/startup.py). The process holds nothing that needs closing; the
+    # kernel and the driver release its memory and any CUDA context as they do for every ending process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
