@@ -23,7 +23,7 @@ Each name loads its module when a check module first asks for it (PEP 562), so a
 module loads neither the engine nor the workload machinery before it needs them: a check module names
 `CheckContext` under `if TYPE_CHECKING:` (its annotations are never evaluated), and the rest it names are the
 declaration, the result vocabulary and the pure judges. `gpudoctor list` imports no check module at all: it reads
-each built-in declaration from its source (registry.listing).
+each built-in declaration from the package's index of them or their source (gpudoctor.declarations).
 """
 
 # ruff: noqa: F401  (the imports under TYPE_CHECKING are the API's one list, never run: type checkers read

@@ -303,7 +303,7 @@ def _requested_format(argv: list[str]) -> str | None:
 def cmd_list(args: argparse.Namespace) -> int:
     """Every check, its level, source and description, one row each, and a row per plugin that did not load:
     printed as plain columns (report/columns.py) where every cell is ASCII, else through the console."""
-    from gpudoctor.registry import listing
+    from gpudoctor.declarations import listing
     from gpudoctor.report import columns
 
     found = listing(args.checks_dir)

@@ -1,5 +1,6 @@
 """The check table of docs/CHECKS.md and the settings table of docs/CONFIG.md, made from the check declarations,
-and the API table of docs/PLUGINS.md, made from gpudoctor.api's one list of names.
+and the API table of docs/PLUGINS.md, made from gpudoctor.api's one list of names; and the package's index of
+the declarations (gpudoctor/data/declarations.json), which `gpudoctor list` reads instead of parsing them.
 
 Tables written by hand drift from the code; these are rewritten from what each built-in check declares (its
 id, level, fact sources, time limit, docstring and settings with their defaults), so they cannot.
@@ -19,6 +20,7 @@ from typing import Any
 
 from gpudoctor import api
 from gpudoctor.config import LARGEST, PER_CHECK_COMMON, value_range
+from gpudoctor.declarations import INDEX, index_text
 from gpudoctor.registry import CheckSpec, discover
 
 # This checkout's docs where gpudoctor runs from one (an editable install), else the current folder's: installed
@@ -224,14 +226,15 @@ def replace_between(text: str, table: Table, body: str) -> str:
 
 
 def _regenerated(docs: Path) -> list[tuple[Path, str, str]]:
-    """Each document with a generated table (one table each): its path, its text now, and its text with the
-    table made afresh."""
+    """Each document with a generated table (one table each), and the package's index of the declarations that
+    `list` reads (declarations.INDEX): its path, its text now, and its text made afresh."""
     found = []
     for table, body in tables().items():
         path = docs / table.document
         old = _read(path)
         found.append((path, old, replace_between(old, table, body)))
-    return found
+    old_index = INDEX.read_text(encoding="utf-8") if INDEX.is_file() else ""
+    return [*found, (INDEX, old_index, index_text())]
 
 
 def stale(docs: Path = DOCS) -> list[str]:
@@ -244,7 +247,7 @@ def write(docs: Path = DOCS) -> list[str]:
     changed = []
     for path, old, new in _regenerated(docs):
         if new != old:
-            path.write_text(new)
+            path.write_text(new, encoding="utf-8")
             changed.append(path.name)
     return changed
 

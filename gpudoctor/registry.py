@@ -1,19 +1,18 @@
 """Check declaration and discovery: built-ins, entry-point plugins, and site-local directories.
 
 Declaring a check attaches a `CheckSpec` to its function; discovery imports modules and collects
-those specs. `gpudoctor list` runs no built-in check module: it reads each declaration from the module's
-source (`listing`), so it loads no judge, data table or GPU library; plugins are imported as a run imports them.
+those specs. `gpudoctor list` runs no built-in check module (gpudoctor.declarations reads their declarations; where
+its index is stale, `read_declarations` parses them from the modules' source), so it loads no judge, data table or
+GPU library; plugins are imported as a run imports them (`listing`).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import importlib.util
 import math
 import os
-import pkgutil
 import re
 import stat
 import sys
@@ -22,6 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpudoctor.declarations import (
+    CHECKS_DIR_ENV,
+    ENTRY_POINT_GROUP,
+    Declared,
+    Listing,
+    builtin_declarations,
+    builtin_modules,
+    declaration_texts,
+    may_declare_plugins,
+)
 from gpudoctor.errors import InputError
 from gpudoctor.facts.sources import SOURCES
 from gpudoctor.text import harmless
@@ -31,8 +40,6 @@ DEFAULT_LEVEL = LEVELS[0]
 TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
 # A check that names no fact source is given all of them (a plugin written before they existed).
 NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
-ENTRY_POINT_GROUP = "gpudoctor.checks"
-CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
 SPEC_ATTR = "__gpudoctor_check__"
 
 
@@ -201,35 +208,6 @@ def discover(checks_dirs: Iterable[str | Path] = (), entry_points: bool = True) 
     return found
 
 
-def builtin_modules() -> list[str]:
-    """The built-in check modules, found by walking the package, in the order the package gives its areas
-    (gpudoctor.checks.ORDER; a module it does not name comes last): the registry names none of them."""
-    import gpudoctor.checks
-
-    order = list(gpudoctor.checks.ORDER)
-    names = sorted(m.name for m in pkgutil.iter_modules(gpudoctor.checks.__path__))
-    return sorted(names, key=lambda name: order.index(name) if name in order else len(order))
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A check as `gpudoctor list` shows it: what its declaration says."""
-
-    id: str
-    level: str
-    description: str
-    source: str = "builtin"
-    cure: str = ""  # the cure its declaration names for a pasted error of its cause (paste/cures.py)
-
-
-@dataclass
-class Listing:
-    """Every check's declaration, and every plugin that could not be loaded (as `Discovery` has them)."""
-
-    declared: list[Declared] = field(default_factory=list)
-    broken: list[tuple[str, str]] = field(default_factory=list)
-
-
 def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
     """Every check as `list` shows it, in `discover`'s order, without running a built-in check module: each
     one's declarations read from its source (`declared_in`; a module whose declarations it cannot read, written
@@ -241,57 +219,34 @@ def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
     return Listing(_first_of_each(found, plugins.broken), plugins.broken)
 
 
-@functools.cache
-def builtin_declarations() -> tuple[Declared, ...]:
-    """Every built-in check's declaration, read from its module's source (`declared_in`; a module whose
-    declarations it cannot read is imported)."""
+def read_declarations(texts: dict[str, list[str] | None]) -> list[Declared]:
+    """The built-in declarations parsed from their texts (declarations.module_texts), each module's in turn; a
+    module whose declarations cannot be read so is imported."""
     found: list[Declared] = []
-    for name in builtin_modules():
-        module = f"gpudoctor.checks.{name}"
-        read = declared_in(_source(module))
-        found += [_declared(s) for s in specs_in(importlib.import_module(module), "builtin")] if read is None else read
-    return tuple(found)
-
-
-def cures() -> dict[str, str]:
-    """The cure each built-in check's declaration names, by check id (those that name one): what a pasted error
-    of a cause it owns gets (paste/cures.py), found without importing a check module."""
-    return {d.id: d.cure for d in builtin_declarations() if d.cure}
+    for name, parts in texts.items():
+        read = None if parts is None else _parsed(parts)
+        if read is None:
+            read = [_declared(s) for s in specs_in(importlib.import_module(f"gpudoctor.checks.{name}"), "builtin")]
+        found += read
+    return found
 
 
 def _declared(spec: CheckSpec) -> Declared:
     return Declared(spec.id, spec.level, spec.description, spec.source, spec.cure)
 
 
-def _source(module: str) -> str:
-    spec = importlib.util.find_spec(module)
-    assert spec and spec.loader
-    return spec.loader.get_source(module) or ""  # type: ignore[attr-defined]
-
-
-# A declaration as the built-in modules write it: `@check(` at a line's start, the `def` below it, its
-# signature ending a line with `:`, then its docstring, if any. This much of the source is parsed, not all.
-DECLARATION = re.compile(r"^@check\(", re.M)
-DEFINITION = re.compile(r"^(?:async[ \t]+)?def[ \t]", re.M)
-LINE_END_COLON = re.compile(r":[ \t]*\n")
-DOCSTRING = re.compile(r"[ \t]*[rRuU]?(\"\"\"|\'\'\')")
-
-
 def declared_in(source: str) -> list[Declared] | None:
     """The checks a built-in module's source declares, read as `check` would declare them (the same title,
     level and description, checked the same way), or None where one is not written out in literals."""
+    texts = declaration_texts(source)
+    return None if texts is None else _parsed(texts)
+
+
+def _parsed(texts: list[str]) -> list[Declared] | None:
     found = []
-    for start in DECLARATION.finditer(source):
-        definition = DEFINITION.search(source, start.end())
-        signature = LINE_END_COLON.search(source, definition.end()) if definition else None
-        if signature is None:
-            return None
-        opening = DOCSTRING.match(source, signature.end())
-        closing = source.find(opening[1], opening.end()) + len(opening[1]) if opening else signature.end()
-        if closing < signature.end():
-            return None
+    for text in texts:
         try:
-            declared = _declared_by(ast.parse(source[start.start() : closing] + ("" if opening else " ...")).body[0])
+            declared = _declared_by(ast.parse(text).body[0])
         except SyntaxError:
             return None
         if declared is None:
@@ -335,7 +290,7 @@ def _env_dirs() -> list[str]:
 
 
 def _load_entry_points(found: Discovery) -> None:
-    if not _may_declare_plugins():
+    if not may_declare_plugins():
         return
     from importlib.metadata import entry_points
 
@@ -347,41 +302,6 @@ def _load_entry_points(found: Discovery) -> None:
             found.specs += specs_in(guard.call(ep.load, IMPORT_LIMIT_S, f"importing {ep.value}"), source)
         except Exception as exc:  # a broken plugin is a finding, not a crash
             found.broken.append((source, _why(exc)))
-
-
-# Where importlib.metadata finds the installed distributions (its MetadataPathFinder, Python 3.11's
-# Lib/importlib/metadata/__init__.py, FastPath and Prepared): a folder named `*.dist-info` or `*.egg-info` in
-# a folder on sys.path ('' is the current one), its entry points in `entry_points.txt`.
-METADATA_SUFFIXES = (".dist-info", ".egg-info")
-
-
-def _may_declare_plugins() -> bool:
-    """Whether an installed distribution may declare an entry point of ENTRY_POINT_GROUP, read without importing
-    importlib.metadata (it costs `list` more than all the rest): yes where one's entry_points.txt names the group,
-    and wherever distributions may be found otherwise (a zip file on sys.path, another finder of them)."""
-    from importlib.machinery import PathFinder
-
-    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
-        return True
-    return any(_declares_plugins(entry or ".") for entry in sys.path)
-
-
-def _declares_plugins(folder: str) -> bool:
-    try:
-        names = os.listdir(folder)
-    except NotADirectoryError:
-        return True  # a zip file of modules may hold distributions too
-    except OSError:
-        return False
-    for name in names:
-        if name.lower().endswith(METADATA_SUFFIXES):
-            try:
-                with open(os.path.join(folder, name, "entry_points.txt"), encoding="utf-8", errors="replace") as text:
-                    if ENTRY_POINT_GROUP in text.read():
-                        return True
-            except OSError:
-                continue
-    return False
 
 
 def _load_directory(directory: Path, found: Discovery) -> None:

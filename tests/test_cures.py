@@ -87,16 +87,16 @@ def test_torchvision_ops_missing_gets_a_matching_pair(tmp_path: Path) -> None:
 
 
 def test_the_owners_cure_is_the_one_its_declaration_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A check names its cure in `@check(..., cure=...)`; the paste finds it through the registry, which reads the
-    declarations from the check modules' source (no check module is imported for it)."""
-    from gpudoctor import registry
+    """A check names its cure in `@check(..., cure=...)`; the paste finds it through gpudoctor.declarations, which
+    reads the declarations from the check modules' source (no check module is imported for it)."""
+    from gpudoctor import declarations
 
-    declared = registry.cures()
+    declared = declarations.cures()
     assert set(declared.values()) == set(cures.CURES), "every cure named is one, and every cure is named"
     assert declared["torch.arch"] == "gpu-arch" and declared["driver.nvml"] == "no-driver"
     assert {s.owner for s in signatures.table().values() if s.id in cures.cured()} <= set(declared)
     assert cures.cure("cuda-no-kernel-image", {"capability": "120"}, {}) is not None
-    monkeypatch.setattr(registry, "cures", lambda: {**declared, "torch.arch": ""})
+    monkeypatch.setattr(declarations, "cures", lambda: {**declared, "torch.arch": ""})
     assert cures.cure("cuda-no-kernel-image", {"capability": "120"}, {}) is None
     assert "cuda-no-kernel-image" not in cures.cured()
 

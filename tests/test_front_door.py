@@ -23,14 +23,12 @@ HELP = {
     "gpudoctor.report.formats",
     "gpudoctor.text",  # the gate every error line passes (stdlib only)
 }
-# `list` also reads every check's declaration from its module's source (registry.listing), running no check module:
-# the registry (with the fact sources a check may name), the package that orders the areas, and the plain columns it
-# prints in (no Rich: its import and layout cost more than all of --help). No plugin is installed here, so neither
-# importlib.metadata nor the guard a plugin's import runs under is loaded.
+# `list` also reads every check's declaration (gpudoctor.declarations: the package's index, made from the modules'
+# sources), running no check module and not importing the registry: the package that orders the areas, and the
+# plain columns it prints in (no Rich: its import and layout cost more than all of --help). No plugin is installed
+# here, so neither importlib.metadata nor the guard a plugin's import runs under is loaded.
 LIST = HELP | {
-    "gpudoctor.registry",
-    "gpudoctor.facts",
-    "gpudoctor.facts.sources",
+    "gpudoctor.declarations",
     "gpudoctor.report.columns",
     "gpudoctor.checks",
 }
@@ -83,6 +81,25 @@ def test_the_declarations_list_reads_are_those_the_check_modules_make() -> None:
     assert len(made) > 40
 
 
+def test_list_reads_the_index_only_where_it_was_made_from_these_declarations(monkeypatch, tmp_path: Path) -> None:
+    """The index (python -m gpudoctor.docgen writes it) answers where its digest is the declarations' now; one
+    made from other declarations (an edited check), or unreadable, leaves them to be read from the source."""
+    from gpudoctor import declarations
+
+    scanned = declarations.builtin_declarations.__wrapped__()
+    header, first, *rest = declarations.index_text().splitlines()
+    digest = header.rsplit(" ", 1)[1]
+    first = first.replace(scanned[0].description, "From the index.")
+    written = tmp_path / "declarations.tsv"
+    monkeypatch.setattr(declarations, "INDEX", written)
+    for made_from, description in ((digest, "From the index."), ("00000000", scanned[0].description)):
+        written.write_text("\n".join([declarations.INDEX_HEADER + made_from, first, *rest]))
+        assert declarations.builtin_declarations.__wrapped__()[0].description == description
+    for broken in ("", declarations.INDEX_HEADER + digest + "\nan\tunfinished\trow"):
+        written.write_text(broken)
+        assert declarations.builtin_declarations.__wrapped__() == scanned
+
+
 def test_a_declaration_not_written_in_literals_is_left_to_the_import() -> None:
     from gpudoctor.registry import Declared, declared_in
 
@@ -124,19 +141,19 @@ def test_list_lays_out_its_columns_without_rich_within_the_width() -> None:
 def test_list_imports_importlib_metadata_only_where_a_distribution_may_declare_plugins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpudoctor import registry
+    from gpudoctor import declarations
 
     other = tmp_path / "other-1.0.dist-info"
     other.mkdir()
     (other / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
     (tmp_path / "bare-2.0.dist-info").mkdir()
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
-    assert not registry._may_declare_plugins()
+    assert not declarations.may_declare_plugins()
     vendor = tmp_path / "Vendor_Checks-1.0.DIST-INFO"
     vendor.mkdir()
     (vendor / "entry_points.txt").write_text("[gpudoctor.checks]\nthing = vendor_checks\n")
-    assert registry._may_declare_plugins()
+    assert declarations.may_declare_plugins()
     zipped = tmp_path / "modules.zip"
     zipped.write_bytes(b"")
     monkeypatch.setattr(sys, "path", [str(zipped)])
-    assert registry._may_declare_plugins(), "a zip file on sys.path may hold distributions: importlib.metadata reads it"
+    assert declarations.may_declare_plugins(), "a zip file on sys.path may hold distributions"

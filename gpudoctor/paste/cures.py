@@ -4,7 +4,8 @@ shows: the GPU's capability in the message, the CUDA version the driver reported
 distribution. A paste that shows less gets the commands of the newest default build, and says so.
 
 Which cure is the owner's comes through the owning check's declaration (`@check(..., cure="gpu-arch")`), which the
-registry reads from the check module's source: the paste imports no check module, and names no signature here.
+package reads from the check modules' declarations (gpudoctor.declarations): the paste imports no check module, and
+names no signature here.
 
 Every value from the paste reaches a command through judging/commands.py's checked words only."""
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor import registry
+from gpudoctor import declarations
 from gpudoctor.command import command
 from gpudoctor.judging import compat, nvml_init
 from gpudoctor.judging.commands import fix
@@ -285,12 +286,12 @@ CURES: dict[str, Callable[[Shown], Remediation | None]] = {
 def cured() -> list[str]:
     """The signatures that get their owner's cure: their data says so (`fix_from = "owner"`) and their owning
     check's declaration names a cure of CURES."""
-    named = registry.cures()
+    named = declarations.cures()
     return sorted(s.id for s in signatures.table().values() if s.fix_from == "owner" and named.get(s.owner) in CURES)
 
 
 def cure(signature_id: str, values: dict[str, str], facts: dict[str, Any]) -> Remediation | None:
     """The owner's remediation for this sighting, or None where the signature's owner declares no cure."""
     signature = signatures.table().get(signature_id)
-    build = CURES.get(registry.cures().get(signature.owner, "")) if signature else None
+    build = CURES.get(declarations.cures().get(signature.owner, "")) if signature else None
     return build(Shown(signature_id, values, facts)) if build else None
