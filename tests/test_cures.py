@@ -109,3 +109,19 @@ def test_a_cure_a_declaration_names_is_a_word() -> None:
     with pytest.raises(ValueError, match="cure"):
         declared_in('@check("site.a", "A check", cure="rm -rf /")\ndef a(ctx):\n    pass\n')
     assert declared_in('@check("site.a", "A check", cure="gpu-arch")\ndef a(ctx):\n    pass\n')[0].cure == "gpu-arch"
+
+
+def test_no_signature_is_named_in_the_cures_and_what_one_stands_for_is_a_finding_its_owner_has() -> None:
+    """A cure reads what the paste shows, never which signature matched: the signature's data says which of its
+    owner's own findings it stands for (`stands_for`), and that finding is one the owner judges (NVML's statuses)."""
+    from gpudoctor.judging import nvml_init
+
+    source = Path(cures.__file__).read_text(encoding="utf-8")
+    assert [s for s in signatures.table() if f'"{s}"' in source and s not in cures.CURES] == []  # a cure's own name
+    standing = {s.id: s.stands_for for s in signatures.table().values() if s.stands_for}
+    assert standing and all(signatures.table()[i].owner == "driver.nvml" for i in standing), standing
+    assert set(standing.values()) <= set(nvml_init.INIT_FINDINGS)
+    loaded = cures.cure("nvml-cannot-initialize", {}, {})
+    missing = cures.cure("libnvidia-ml-not-found", {}, {})
+    assert loaded is not None and missing is not None and loaded.why != missing.why
+    assert loaded.why == nvml_init.failure({"status": "driver-not-loaded"}, {}, {})[1].why

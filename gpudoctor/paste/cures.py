@@ -27,11 +27,13 @@ from gpudoctor.paste import signatures
 
 @dataclass
 class Shown:
-    """What the paste shows that a cure uses: the signature it matched, the values it caught, the facts."""
+    """What the paste shows that a cure uses: the signature it matched, the values it caught, the facts, and the
+    owner's own finding the signature's data says it stands for (`stands_for`, where it says one)."""
 
     signature: str
     values: dict[str, str]
     facts: dict[str, Any]
+    stands_for: str = ""
 
     @property
     def torch(self) -> dict[str, Any]:
@@ -128,16 +130,11 @@ def _driver_too_old(shown: Shown) -> Remediation:
     return Remediation(said + way.why, way.commands, way.instead, way.source)
 
 
-# The NVML status (nvml_init.INIT_FINDINGS) a pasted failure stands for where it is not a missing library: torch's
-# "Can't initialize NVML" (torch/cuda/__init__.py _raw_device_count_nvml(), its signature's source) is nvmlInit
-# failing, taken as a driver not loaded.
-NVML_STATUS = {"nvml-cannot-initialize": "driver-not-loaded"}
-
-
 def _no_driver(shown: Shown) -> Remediation | None:
-    """driver.nvml's own fix for the NVML status the paste stands for (a missing library, a module not loaded),
-    with the install commands for the build the paste shows (or the default one) on its distribution."""
-    status = NVML_STATUS.get(shown.signature, "library-not-found")
+    """driver.nvml's own fix for the NVML status the paste stands for (nvml_init.INIT_FINDINGS: a missing library
+    unless the signature's data says otherwise, as `stands_for = "driver-not-loaded"`), with the install commands
+    for the build the paste shows (or the default one) on its distribution."""
+    status = shown.stands_for or "library-not-found"
     return nvml_init.failure({"status": status}, shown.system, shown.torch)[1]
 
 
@@ -294,4 +291,4 @@ def cure(signature_id: str, values: dict[str, str], facts: dict[str, Any]) -> Re
     """The owner's remediation for this sighting, or None where the signature's owner declares no cure."""
     signature = signatures.table().get(signature_id)
     build = CURES.get(declarations.cures().get(signature.owner, "")) if signature else None
-    return build(Shown(signature_id, values, facts)) if build else None
+    return build(Shown(signature_id, values, facts, signature.stands_for)) if build and signature else None

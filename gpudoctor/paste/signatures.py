@@ -65,6 +65,7 @@ class Signature:
     fix_from: str = ""  # "owner": the owning check's own fix for what the paste shows (paste/cures.py)
     no_fix: str = ""  # why no command cures it (the cause is elsewhere, or only a person can act)
     leads: bool = False  # it names why its owner's failure holds: its cure leads the owner's own (paste/evidence.py)
+    stands_for: str = ""  # the owner's own finding it stands for, which the owner's cure reads (paste/cures.py)
 
     @property
     def headline(self) -> str:
@@ -124,6 +125,7 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         fix_from=entry.get("fix_from", ""),
         no_fix=entry.get("no_fix", ""),
         leads=bool(entry.get("leads", False)),
+        stands_for=entry.get("stands_for", ""),
     )
 
 
