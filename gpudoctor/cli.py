@@ -303,10 +303,15 @@ def _requested_format(argv: list[str]) -> str | None:
 def cmd_list(args: argparse.Namespace) -> int:
     """Every check, its level, source and description, one row each, and a row per plugin that did not load:
     printed as plain columns (report/columns.py) where every cell is ASCII, else through the console."""
-    from gpudoctor.declarations import listing
+    from gpudoctor import declarations
     from gpudoctor.report import columns
 
-    found = listing(args.checks_dir)
+    if declarations.plugins_possible(args.checks_dir):
+        from gpudoctor.registry import listing
+
+        found = listing(args.checks_dir)
+    else:
+        found = declarations.Listing(list(declarations.builtin_declarations()))
     rows = [(d.id, d.level, d.source, d.description) for d in found.declared]
     rows += [("plugins.load", "-", source, f"failed to load: {error}") for source, error in found.broken]
     rows = [tuple(" ".join(one_line(cell).split()) for cell in row) for row in rows]

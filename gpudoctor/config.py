@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.declarations import LEVELS
 from gpudoctor.errors import InputError
 from gpudoctor.files import read_text
-from gpudoctor.registry import LEVELS, CheckSpec
+from gpudoctor.registry import CheckSpec
 
 if sys.version_info >= (3, 11):
     import tomllib

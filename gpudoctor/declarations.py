@@ -8,6 +8,7 @@ specs and its plugin loading, is imported only where a plugin may add checks to 
 
 from __future__ import annotations
 
+import ast
 import binascii
 import functools
 import os
@@ -17,9 +18,19 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from gpudoctor.facts.sources import SOURCES
+from gpudoctor.text import harmless
 
 ENTRY_POINT_GROUP = "gpudoctor.checks"
 CHECKS_DIR_ENV = "GPUDOCTOR_CHECKS_DIR"
+SPEC_ATTR = "__gpudoctor_check__"
+LEVELS = ("quick", "standard", "full")
+DEFAULT_LEVEL = LEVELS[0]
+TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
+# A check that names no fact source is given all of them (a plugin written before they existed).
+NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
 
 
 @dataclass(frozen=True)
@@ -41,16 +52,10 @@ class Listing:
     broken: list[tuple[str, str]] = field(default_factory=list)
 
 
-def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
-    """Every check as `list` shows it, in discovery's order: the built-ins' declarations, and the plugins' where
-    a checks directory is given or an installed distribution may declare one (registry.listing imports them as a
-    run does)."""
-    dirs = list(checks_dirs)
-    if dirs or os.environ.get(CHECKS_DIR_ENV) or may_declare_plugins():
-        from gpudoctor.registry import listing as with_plugins
-
-        return with_plugins(dirs)
-    return Listing(list(builtin_declarations()))
+def plugins_possible(checks_dirs: Iterable[str | Path] = ()) -> bool:
+    """Whether a plugin may add checks to the list: a checks directory is given (here or in CHECKS_DIR_ENV) or an
+    installed distribution may declare one (then registry.listing imports them as a run does)."""
+    return bool(list(checks_dirs)) or bool(os.environ.get(CHECKS_DIR_ENV)) or may_declare_plugins()
 
 
 def builtin_modules() -> list[str]:
@@ -68,11 +73,8 @@ def builtin_declarations() -> tuple[Declared, ...]:
     """Every built-in check's declaration: the index's where it was made from these very declarations, else read
     from each module's source (a module whose declarations cannot be read from it is imported)."""
     texts = module_texts()
-    if (indexed := _indexed(texts)) is not None:
-        return indexed
-    from gpudoctor.registry import read_declarations
-
-    return tuple(read_declarations(texts))
+    indexed = _indexed(texts)
+    return indexed if indexed is not None else tuple(read_declarations(texts))
 
 
 def cures() -> dict[str, str]:
@@ -111,8 +113,6 @@ def _indexed(texts: dict[str, list[str] | None]) -> tuple[Declared, ...] | None:
 
 def index_text() -> str:
     """The index as data/declarations.tsv holds it, made from the built-in modules' sources now."""
-    from gpudoctor.registry import read_declarations
-
     texts = module_texts()
     rows = [[getattr(d, name) for name in FIELDS] for d in read_declarations(texts)]
     if any("\t" in cell or "\n" in cell for row in rows for cell in row):
@@ -201,3 +201,103 @@ def _declares_plugins(folder: str) -> bool:
             except OSError:
                 continue
     return False
+
+
+# A sentence ends at a full stop before a space or the end, not in "e.g. " or "i.e. ".
+SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?=\s|$)")
+
+
+def first_sentence(doc: str, limit: int = DOC_CHARS) -> str:
+    """A docstring's first sentence, as `list` shows it: its first paragraph's lines joined, up to the first
+    sentence end or the paragraph's end, so a sentence that runs over lines is never cut mid-way. One longer
+    than `limit` is cut at a word, with `...`."""
+    paragraph = " ".join(re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0].split())
+    end = SENTENCE_END.search(paragraph)
+    sentence = harmless(paragraph[: end.end()] if end else paragraph)
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def title_line(check_id: str, title: Any) -> str:
+    """A declared title as `list` and the console show it: its first line, without control characters."""
+    if not isinstance(title, str) or not title.strip():
+        raise ValueError(f"check {check_id}: its title is {title!r}, not a line of text")
+    return harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
+
+
+def validate(check_id: str, level: str, needs: tuple[str, ...], cure: str = "") -> None:
+    area, _, name = check_id.partition(".")
+    if not area or not name or not all(_kebab(p) for p in (area, name)):
+        raise ValueError(f"check id {check_id!r} is not of the form area.name in kebab-case words")
+    if level not in LEVELS:
+        raise ValueError(f"check {check_id}: level {level!r} is not one of {', '.join(LEVELS)}")
+    unknown = set(needs) - set(NEEDS)
+    if unknown:
+        raise ValueError(f"check {check_id}: unknown needs {sorted(unknown)}")
+    if cure and not (isinstance(cure, str) and _kebab(cure)):
+        raise ValueError(f"check {check_id}: cure {cure!r} is not a name in kebab-case words")
+
+
+def _kebab(word: str) -> bool:
+    return all((part.isalnum() and part.islower()) or (part.isascii() and part.isdigit()) for part in word.split("-"))
+
+
+def read_declarations(texts: dict[str, list[str] | None]) -> list[Declared]:
+    """The built-in declarations parsed from their texts (`module_texts`), each module's in turn; a module whose
+    declarations cannot be read so is imported, and what its checks declared is read from them."""
+    found: list[Declared] = []
+    for name, parts in texts.items():
+        read = None if parts is None else _parsed(parts)
+        found += read if read is not None else imported(f"gpudoctor.checks.{name}")
+    return found
+
+
+def imported(module: str) -> list[Declared]:
+    """What the checks of a module declare, from the specs its import attached to them (registry.check)."""
+    import importlib
+
+    specs = [getattr(value, SPEC_ATTR, None) for value in vars(importlib.import_module(module)).values()]
+    return [Declared(s.id, s.level, s.description, "builtin", s.cure) for s in specs if s is not None]
+
+
+def declared_in(source: str) -> list[Declared] | None:
+    """The checks a built-in module's source declares, read as `check` would declare them (the same title,
+    level and description, checked the same way), or None where one is not written out in literals."""
+    texts = declaration_texts(source)
+    return None if texts is None else _parsed(texts)
+
+
+def _parsed(texts: list[str]) -> list[Declared] | None:
+    found = []
+    for text in texts:
+        try:
+            declared = _declared_by(ast.parse(text).body[0])
+        except SyntaxError:
+            return None
+        if declared is None:
+            return None
+        found.append(declared)
+    return found
+
+
+def _declared_by(function: ast.stmt) -> Declared | None:
+    """What `@check(...)` above `function` declares, where its id, title and level are literals."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    calls = [d for d in function.decorator_list if isinstance(d, ast.Call)]
+    call = next((c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "check"), None)
+    if call is None:
+        return None
+    given = dict(zip(("id", "title", "level"), call.args, strict=False))
+    given |= {k.arg: k.value for k in call.keywords if k.arg}
+    try:
+        check_id, title = ast.literal_eval(given["id"]), ast.literal_eval(given["title"])
+        level = ast.literal_eval(given["level"]) if "level" in given else DEFAULT_LEVEL
+        cure = ast.literal_eval(given["cure"]) if "cure" in given else ""
+    except (KeyError, ValueError, TypeError, SyntaxError):
+        return None
+    validate(check_id, level, (), cure)
+    title = title_line(check_id, title)
+    description = first_sentence(ast.get_docstring(function, clean=False) or title)
+    return Declared(check_id, level, description, cure=cure)

@@ -1,19 +1,17 @@
 """Check declaration and discovery: built-ins, entry-point plugins, and site-local directories.
 
 Declaring a check attaches a `CheckSpec` to its function; discovery imports modules and collects
-those specs. `gpudoctor list` runs no built-in check module (gpudoctor.declarations reads their declarations; where
-its index is stale, `read_declarations` parses them from the modules' source), so it loads no judge, data table or
-GPU library; plugins are imported as a run imports them (`listing`).
+those specs. What a declaration may say (its levels, needs, id and cure words) and how `gpudoctor list` reads
+the built-in ones without running a check module is gpudoctor/declarations.py's; plugins are imported as a run
+imports them (`listing`, where one may add checks to the list).
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import math
 import os
-import re
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -23,24 +21,20 @@ from typing import Any, TypeVar
 
 from gpudoctor.declarations import (
     CHECKS_DIR_ENV,
+    DEFAULT_LEVEL,
     ENTRY_POINT_GROUP,
+    SPEC_ATTR,
     Declared,
     Listing,
     builtin_declarations,
     builtin_modules,
-    declaration_texts,
+    first_sentence,
     may_declare_plugins,
+    title_line,
+    validate,
 )
 from gpudoctor.errors import InputError
 from gpudoctor.facts.sources import SOURCES
-from gpudoctor.text import harmless
-
-LEVELS = ("quick", "standard", "full")
-DEFAULT_LEVEL = LEVELS[0]
-TITLE_CHARS, DOC_CHARS = 120, 400  # a check's title and description, as `list` and the console show them
-# A check that names no fact source is given all of them (a plugin written before they existed).
-NEEDS = (*SOURCES, "gpu", "live", "cluster", "benchmarks")
-SPEC_ATTR = "__gpudoctor_check__"
 
 
 @dataclass(frozen=True)
@@ -109,8 +103,8 @@ def check(
     `cure` names the cure a pasted error of a cause it owns gets from what the paste shows (paste/cures.py's
     CURES: read from this declaration's source, so the paste imports no check module)."""
     needs, uses = tuple(needs), tuple(uses)
-    _validate(id, level, needs + uses, cure)
-    title = _title(id, title)
+    validate(id, level, needs + uses, cure)
+    title = title_line(id, title)
     if not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
         raise ValueError(f"check {id}: timeout_s {timeout_s!r} is not a positive number of seconds")
 
@@ -134,46 +128,6 @@ def check(
         return fn
 
     return wrap
-
-
-# A sentence ends at a full stop before a space or the end, not in "e.g. " or "i.e. ".
-SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?=\s|$)")
-
-
-def first_sentence(doc: str, limit: int = DOC_CHARS) -> str:
-    """A docstring's first sentence, as `list` shows it: its first paragraph's lines joined, up to the first
-    sentence end or the paragraph's end, so a sentence that runs over lines is never cut mid-way. One longer
-    than `limit` is cut at a word, with `...`."""
-    paragraph = " ".join(re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0].split())
-    end = SENTENCE_END.search(paragraph)
-    sentence = harmless(paragraph[: end.end()] if end else paragraph)
-    if len(sentence) <= limit:
-        return sentence
-    return sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
-
-
-def _title(check_id: str, title: Any) -> str:
-    """A declared title as `list` and the console show it: its first line, without control characters."""
-    if not isinstance(title, str) or not title.strip():
-        raise ValueError(f"check {check_id}: its title is {title!r}, not a line of text")
-    return harmless(title.strip().splitlines()[0])[:TITLE_CHARS]
-
-
-def _validate(check_id: str, level: str, needs: tuple[str, ...], cure: str = "") -> None:
-    area, _, name = check_id.partition(".")
-    if not area or not name or not all(_kebab(p) for p in (area, name)):
-        raise ValueError(f"check id {check_id!r} is not of the form area.name in kebab-case words")
-    if level not in LEVELS:
-        raise ValueError(f"check {check_id}: level {level!r} is not one of {', '.join(LEVELS)}")
-    unknown = set(needs) - set(NEEDS)
-    if unknown:
-        raise ValueError(f"check {check_id}: unknown needs {sorted(unknown)}")
-    if cure and not (isinstance(cure, str) and _kebab(cure)):
-        raise ValueError(f"check {check_id}: cure {cure!r} is not a name in kebab-case words")
-
-
-def _kebab(word: str) -> bool:
-    return all((part.isalnum() and part.islower()) or (part.isascii() and part.isdigit()) for part in word.split("-"))
 
 
 class ChecksDirError(InputError):
@@ -219,62 +173,8 @@ def listing(checks_dirs: Iterable[str | Path] = ()) -> Listing:
     return Listing(_first_of_each(found, plugins.broken), plugins.broken)
 
 
-def read_declarations(texts: dict[str, list[str] | None]) -> list[Declared]:
-    """The built-in declarations parsed from their texts (declarations.module_texts), each module's in turn; a
-    module whose declarations cannot be read so is imported."""
-    found: list[Declared] = []
-    for name, parts in texts.items():
-        read = None if parts is None else _parsed(parts)
-        if read is None:
-            read = [_declared(s) for s in specs_in(importlib.import_module(f"gpudoctor.checks.{name}"), "builtin")]
-        found += read
-    return found
-
-
 def _declared(spec: CheckSpec) -> Declared:
     return Declared(spec.id, spec.level, spec.description, spec.source, spec.cure)
-
-
-def declared_in(source: str) -> list[Declared] | None:
-    """The checks a built-in module's source declares, read as `check` would declare them (the same title,
-    level and description, checked the same way), or None where one is not written out in literals."""
-    texts = declaration_texts(source)
-    return None if texts is None else _parsed(texts)
-
-
-def _parsed(texts: list[str]) -> list[Declared] | None:
-    found = []
-    for text in texts:
-        try:
-            declared = _declared_by(ast.parse(text).body[0])
-        except SyntaxError:
-            return None
-        if declared is None:
-            return None
-        found.append(declared)
-    return found
-
-
-def _declared_by(function: ast.stmt) -> Declared | None:
-    """What `@check(...)` above `function` declares, where its id, title and level are literals."""
-    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-        return None
-    calls = [d for d in function.decorator_list if isinstance(d, ast.Call)]
-    call = next((c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "check"), None)
-    if call is None:
-        return None
-    given = dict(zip(("id", "title", "level"), call.args, strict=False))
-    given |= {k.arg: k.value for k in call.keywords if k.arg}
-    try:
-        check_id, title = ast.literal_eval(given["id"]), ast.literal_eval(given["title"])
-        level = ast.literal_eval(given["level"]) if "level" in given else DEFAULT_LEVEL
-        cure = ast.literal_eval(given["cure"]) if "cure" in given else ""
-    except (KeyError, ValueError, TypeError, SyntaxError):
-        return None
-    _validate(check_id, level, (), cure)
-    title = _title(check_id, title)
-    description = first_sentence(ast.get_docstring(function, clean=False) or title)
-    return Declared(check_id, level, description, cure=cure)
 
 
 def _load_plugins(found: Discovery, checks_dirs: Iterable[str | Path], entry_points: bool) -> None:

@@ -20,8 +20,9 @@ from helpers.common import FIXTURES
 from rich.console import Console
 
 from gpudoctor.cli import CHECK_EXAMPLES, EXAMPLES, build_parser
+from gpudoctor.declarations import first_sentence
 from gpudoctor.model import Remediation, Result, Row, Status
-from gpudoctor.registry import discover, first_sentence
+from gpudoctor.registry import discover
 from gpudoctor.report import console
 from gpudoctor.report import document as doc
 

@@ -102,7 +102,8 @@ def test_the_owners_cure_is_the_one_its_declaration_names(monkeypatch: pytest.Mo
 
 
 def test_a_cure_a_declaration_names_is_a_word() -> None:
-    from gpudoctor.registry import check, declared_in
+    from gpudoctor.declarations import declared_in
+    from gpudoctor.registry import check
 
     with pytest.raises(ValueError, match="cure"):
         check("site.a", "A check", cure="pip install x")

@@ -29,6 +29,8 @@ HELP = {
 # here, so neither importlib.metadata nor the guard a plugin's import runs under is loaded.
 LIST = HELP | {
     "gpudoctor.declarations",
+    "gpudoctor.facts",
+    "gpudoctor.facts.sources",  # the fact sources a check may name
     "gpudoctor.report.columns",
     "gpudoctor.checks",
 }
@@ -71,7 +73,8 @@ def test_list_reads_the_declarations_without_running_a_check_module_or_a_judge()
 
 
 def test_the_declarations_list_reads_are_those_the_check_modules_make() -> None:
-    from gpudoctor.registry import Declared, builtin_modules, declared_in, discover, listing
+    from gpudoctor.declarations import Declared, builtin_modules, declared_in
+    from gpudoctor.registry import discover, listing
 
     sources = {name: importlib.util.find_spec(f"gpudoctor.checks.{name}") for name in builtin_modules()}
     read = {name: declared_in(spec.loader.get_source(spec.name)) for name, spec in sources.items()}  # type: ignore
@@ -101,7 +104,7 @@ def test_list_reads_the_index_only_where_it_was_made_from_these_declarations(mon
 
 
 def test_a_declaration_not_written_in_literals_is_left_to_the_import() -> None:
-    from gpudoctor.registry import Declared, declared_in
+    from gpudoctor.declarations import Declared, declared_in
 
     literal = '@check(\n    "site.a",\n    "A check",\n    level="full",\n)\ndef a(\n    ctx: Any,\n) -> Result:\n'
     assert declared_in(literal + '    """Says so. More."""\n    return 1\n') == [Declared("site.a", "full", "Says so.")]

@@ -193,11 +193,12 @@ def test_the_engine_and_the_registry_name_no_check() -> None:
     """Which checks exist and in which order is what the checks declare (gpudoctor.checks.ORDER, each
     declaration's needs and settings), never a name in the engine or the registry."""
     import gpudoctor.checks
+    from gpudoctor import declarations
 
     specs = registry.discover(entry_points=False).specs
     names = {s.id for s in specs} | {s.area for s in specs} | set(gpudoctor.checks.ORDER)
-    names -= set(registry.NEEDS)  # what a check may declare it needs ("torch", "cluster") is the engine's word
-    for path in [*ENGINE.glob("*.py"), Path(registry.__file__)]:
+    names -= set(declarations.NEEDS)  # what a check may declare it needs ("torch", "cluster") is the engine's word
+    for path in [*ENGINE.glob("*.py"), Path(registry.__file__), Path(declarations.__file__)]:
         assert not names & _strings(path), f"{path.name} names {sorted(names & _strings(path))}"
 
 

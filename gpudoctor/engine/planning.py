@@ -109,7 +109,7 @@ def _plan(request: Request, cfg: Config, early_torch: Any) -> Plan:
 def _options(request: Request, top: dict[str, Any], pasted: dict[str, Any] | None) -> Options:
     """The run's options: the request's, else the config file's, else the defaults."""
     from gpudoctor.context import Options
-    from gpudoctor.registry import LEVELS
+    from gpudoctor.declarations import LEVELS
 
     options = Options(
         level=request.level or top.get("level", "quick"),

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.context import CheckContext, Observer, Options
+from gpudoctor.declarations import LEVELS
 from gpudoctor.errors import InputError
 from gpudoctor.facts.schema import SOURCES
 from gpudoctor.model import Result, Status
-from gpudoctor.registry import LEVELS, CheckSpec
+from gpudoctor.registry import CheckSpec
 from gpudoctor.vetting import NotAResult, vetted
 from gpudoctor.workloads import guard
 
