@@ -342,6 +342,9 @@ QUOTED_LINES = {
     # NVIDIA/nccl#1837
     "nccl-socket-ifname-no-match": "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is "
     "neither AF_INET(2) nor AF_INET6(10)",
+    # src/include/socket.h createListenSocket at v2.3.5-5 with strerror(EAFNOSUPPORT)
+    "nccl-socket-no-address-family": "host:1:1 [0] include/socket.h:312 NCCL WARN Net : Socket creation failed : "
+    "Address family not supported by protocol",
     # NVIDIA/nccl#1925
     "nccl-mnnvl-not-working": "[2025-11-30 05:55:16] nccl-sleep-c7d759db6-cgz82:3769901:3769901 [1] mnnvl.cc:67 NCCL "
     "WARN MNNVL (cliqueSize 8) is available but not working on this system. Check the IMEX channel configuration "
