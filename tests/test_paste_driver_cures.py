@@ -102,3 +102,35 @@ def test_a_version_mismatch_reloads_or_reboots_and_shows_which_library_the_loade
     assert commands[0] == "sudo reboot"
     assert any(c.startswith("sudo rmmod nvidia_uvm") for c in commands)
     assert any(c.startswith("ldconfig -p | grep libnvidia-ml") for c in commands)
+
+
+def nvml_check(tmp_path: Path, text: str) -> tuple[str, list[str]]:
+    """driver.nvml's status and its commands, in the order the report gives them."""
+    paste = tmp_path / "paste.txt"
+    paste.write_text(text)
+    document = json.loads(gpudoctor("check", "--from", str(paste), "--json").stdout)
+    check = next(c for c in document["checks"] if c["check_id"] == "driver.nvml")
+    return check["status"], check["remediation"]["commands"]
+
+
+def test_nvidia_smi_without_libnvidia_ml_rebuilds_the_linker_cache_before_a_driver_install(tmp_path: Path) -> None:
+    """nvidia-smi's own message when dlopen of libnvidia-ml.so.1 fails: the library may be there but not in the
+    linker cache (a container whose toolkit ran the wrong ldconfig), so ldconfig leads and the install follows."""
+    text = (
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display "
+        "Driver is properly installed and present in your system.\n"
+    )
+    cause, commands, instead = leading(tmp_path, text)
+    assert cause == "no-driver"
+    assert any(c.startswith("sudo ldconfig") for c in commands)
+    assert any("/etc/nvidia-container-runtime/config.toml" in c for c in commands)
+    assert instead, "the driver's own cure follows as the other way"
+
+
+def test_nvml_unknown_error_offers_the_container_cures_for_docker_and_kubernetes(tmp_path: Path) -> None:
+    """nvidia-smi's 'Unknown Error' in a container: its device nodes were withdrawn (systemd's reload, or the
+    kubelet's static CPU manager); both cures lead, the device plugin's PASS_DEVICE_SPECS for Kubernetes."""
+    status, commands = nvml_check(tmp_path, "# nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
+    assert status == "fail"
+    assert "create-dev-char-symlinks" in commands[0]
+    assert any("PASS_DEVICE_SPECS=true" in c for c in commands)

@@ -211,6 +211,12 @@ LINES = [
         {"kernel": "3.10.0-957.el7.x86_64"},
     ),
     (
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display "
+        "Driver is properly installed and present in your system.",
+        "nvidia-smi-libnvidia-ml-not-in-ld-cache",
+        {},
+    ),
+    (
         "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5",
         "nvidia-docker-unsupported-cuda-version",
         {"image_cuda": "7.5", "driver_cuda": "6.5"},
