@@ -4,11 +4,12 @@ engine finds in them, prefixes of every kind, and bad input."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
-from helpers.common import PASTES, read_alone, read_amid
+from helpers.common import PASTES, gpudoctor, read_alone, read_amid
 from helpers.growth import LINEAR, K, growth
 
 from gpudoctor.api import Status
@@ -552,3 +553,16 @@ def test_a_20_mb_log_is_read_whole_and_in_linear_time() -> None:
     assert found.facts["nccl"]["transports"] == ["NET/IB/GDRDMA", "P2P/IPC"]
     assert len(found.facts["nccl"]["warnings"]) == 10
     assert "nccl.version" in found.conflicts  # every release of the fixtures, the first is the fact
+
+
+def test_torchs_unhandled_system_error_alone_offers_the_container_cures_of_ncclsystemerror() -> None:
+    """Without NCCL's WARN lines the failed call is unknown: the cure names NCCL's usual ones in a container, /dev/shm
+    (--ipc=host, --shm-size) and an isolated network between nodes (host networking)."""
+    paste = PASTES / "errors" / "nccl-error-2-unhandled-system-error-torch-2.4-rank-prefixed.txt"
+    document = json.loads(gpudoctor("check", "--from", str(paste), "--json").stdout)
+    nccl_check = next(c for c in document["checks"] if c["check_id"] == "torch.nccl")
+    fix = nccl_check["remediation"] or {}
+    said = " ".join([*fix.get("commands", []), *((fix.get("instead") or {}).get("commands", []))])
+    assert nccl_check["status"] == "fail"
+    assert "--ipc=host" in said and "--shm-size" in said
+    assert "--network=host" in said and "hostNetwork" in said
