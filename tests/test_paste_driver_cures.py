@@ -134,3 +134,18 @@ def test_nvml_unknown_error_offers_the_container_cures_for_docker_and_kubernetes
     assert status == "fail"
     assert "create-dev-char-symlinks" in commands[0]
     assert any("PASS_DEVICE_SPECS=true" in c for c in commands)
+
+
+def test_no_driver_where_no_gpu_may_exist_names_the_notebooks_accelerator_setting(tmp_path: Path) -> None:
+    """torch's 'Found no NVIDIA driver' cannot tell a machine without its driver from a runtime without a GPU: the
+    other way, running where there is no GPU, says where a notebook (Colab, Kaggle) gets one."""
+    text = (
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed "
+        "a driver from http://www.nvidia.com/Download/index.aspx\n"
+    )
+    paste = tmp_path / "paste.txt"
+    paste.write_text(text)
+    document = json.loads(gpudoctor("check", "--from", str(paste), "--json").stdout)
+    check = next(c for c in document["checks"] if c["check_id"] == "driver.nvml")
+    instead = check["remediation"]["instead"]["commands"]
+    assert any("Change runtime type" in c and "Accelerator" in c for c in instead), instead

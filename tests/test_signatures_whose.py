@@ -216,6 +216,11 @@ LINES = [
         "nvidia-smi-libnvidia-ml-not-in-ld-cache",
         {},
     ),
+    (  # torch/amp/grad_scaler.py's warning where torch.cuda.is_available() is False
+        "UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+        "torch-cuda-not-available",
+        {},
+    ),
     (
         "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5",
         "nvidia-docker-unsupported-cuda-version",

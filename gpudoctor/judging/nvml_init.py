@@ -165,18 +165,26 @@ UNCAPTURED_DEVICES = (
 # Where the machine has no NVIDIA GPU, the program asks for CUDA: PyTorch, CUDA semantics, "Device-agnostic code"
 # (docs.pytorch.org/docs/stable/notes/cuda.html): torch.device('cuda' if torch.cuda.is_available() else 'cpu');
 # torch.load's own error on a CPU-only machine (torch/serialization.py): "please use torch.load with
-# map_location=torch.device('cpu') to map your storages to the CPU".
+# map_location=torch.device('cpu') to map your storages to the CPU". A notebook's runtime gets its GPU from the
+# notebook's settings: Google Colab, "GPUs in Colab" (colab.research.google.com/notebooks/gpu.ipynb: Hardware
+# accelerator GPU, under Runtime > Change runtime type); Kaggle, "Efficient GPU Usage Tips"
+# (kaggle.com/docs/efficient-gpu-usage: the notebook's Accelerator setting).
 CPU_RUN = Remediation(
     "Where this machine has no NVIDIA GPU (a CPU machine, a notebook runtime without one), nothing is to be installed: "
-    "the program asks for CUDA. Run it on the CPU: .to(device) with device = 'cuda' if torch.cuda.is_available() else "
-    "'cpu', in place of .cuda(), and torch.load(..., map_location=device).",
+    "the program asks for CUDA. A notebook gets a GPU from its runtime's settings; elsewhere, run it on the CPU: "
+    ".to(device) with device = 'cuda' if torch.cuda.is_available() else 'cpu', in place of .cuda(), and "
+    "torch.load(..., map_location=device).",
     [
         "lspci -nn | grep -i nvidia  # no line: this machine has no NVIDIA GPU",
+        "nvidia-smi -L  # in a notebook (!nvidia-smi -L): no GPU, so pick one for its runtime: Colab: Runtime > Change "
+        "runtime type > Hardware accelerator: GPU; Kaggle: Settings > Accelerator: GPU",
         "grep -rnE '[.]cuda[(]|map_location' --include='*.py' .  # the calls that ask for CUDA: .to(device) and "
         "map_location=device in their place",
     ],
     source="PyTorch, CUDA semantics, Device-agnostic code (docs.pytorch.org/docs/stable/notes/cuda.html); "
-    "torch/serialization.py: map_location=torch.device('cpu') on a CPU-only machine",
+    "torch/serialization.py: map_location=torch.device('cpu') on a CPU-only machine; Google Colab, GPUs in Colab "
+    "(colab.research.google.com/notebooks/gpu.ipynb); Kaggle, Efficient GPU Usage Tips (kaggle.com/docs/"
+    "efficient-gpu-usage)",
 )
 
 
