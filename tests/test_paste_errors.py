@@ -335,17 +335,7 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {"cuda-library-not-found"},
         {"library": "libcublasLt.so.12"},
     ),
-    (  # glibc's dlopen error for the half of torch's CUDA library an extension built by cpp_extension links
-        "ImportError: libtorch_cuda_cu.so: cannot open shared object file: No such file or directory",
-        {"extension-needs-split-torch-cuda"},
-        {"library": "libtorch_cuda_cu.so"},
-    ),
-    (
-        "OSError: libtorch_cuda_cpp.so: cannot open shared object file: No such file or directory",
-        {"extension-needs-split-torch-cuda"},
-        {"library": "libtorch_cuda_cpp.so"},
-    ),
-    (  # torch's own libraries stay cuda-library-not-found's
+    (  # torch's own libraries stay cuda-library-not-found's (an extension's halves: tests/test_paste_libraries.py)
         "OSError: libtorch_cuda.so: cannot open shared object file: No such file or directory",
         {"cuda-library-not-found"},
         {"library": "libtorch_cuda.so"},
