@@ -221,6 +221,17 @@ LINES = [
         "torch-cuda-not-available",
         {},
     ),
+    (  # Compose v2's prefix (service-1) before torch's no-driver error (c10/cuda/CUDAFunctions.cpp)
+        "vllm-1  | RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+        "installed a driver from http://www.nvidia.com/Download/index.aspx",
+        "compose-service-no-nvidia-driver",
+        {"service": "vllm"},
+    ),
+    (  # Compose v1's prefix (service_1), a service name with dashes
+        "text-gen_1      | RuntimeError: Found no NVIDIA driver on your system.",
+        "compose-service-no-nvidia-driver",
+        {"service": "text-gen"},
+    ),
     (
         "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5",
         "nvidia-docker-unsupported-cuda-version",
@@ -294,3 +305,13 @@ def test_nvccs_unsupported_architecture_gets_the_toolkit_that_has_it() -> None:
     assert any("CUDA_HOME=/usr/local/cuda-11.1" in str(c) for c in cured.commands)
     unknown = cures.cure("nvcc-unsupported-gpu-architecture", {"arch": "999"}, {})
     assert unknown is not None and "nvcc --list-gpu-arch" in unknown.commands
+
+
+def test_no_driver_outside_a_compose_log_is_not_a_compose_services() -> None:
+    """torch's no-driver error alone, or after a table's column bar, names no Compose service."""
+    for line in (
+        "RuntimeError: Found no NVIDIA driver on your system.",
+        "| 0 | RuntimeError: Found no NVIDIA driver on your system.",
+        "2024-01-02 10:00:00 | ERROR | Found no NVIDIA driver on your system.",
+    ):
+        assert "compose-service-no-nvidia-driver" not in ids(line)
