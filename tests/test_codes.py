@@ -408,3 +408,11 @@ def test_the_docs_examples_read_as_the_doc_says() -> None:
     assert len(rows) >= 8
     for line, expected in rows:
         assert cause(line) == ({expected} if expected else set()), line
+
+
+def test_a_launch_timeout_cure_covers_windows_tdr() -> None:
+    """cudaErrorLaunchTimeout (702) on Windows is the display driver model's TDR watchdog: its cure raises TdrDelay
+    (Microsoft's TDR registry keys) or moves a display-less GPU to the TCC driver model (nvidia-smi -dm 1)."""
+    fix = signatures.table()["cuda-launch-timeout"].fix
+    assert any("GraphicsDrivers" in f and "TdrDelay" in f and "REG_DWORD" in f for f in fix)
+    assert any(f.startswith("nvidia-smi -i 0 -dm 1") for f in fix)
