@@ -33,3 +33,55 @@ def test_the_fix_reads_torch_build_and_rebuilds_the_extension_against_it() -> No
     assert not refused
     assert any("torch.version.cuda" in c for c in commands)
     assert any("--no-build-isolation" in c and "rebuild the extension" in c for c in commands)
+
+
+# CPython's traceback of an import that loads a compiled module (traceback.format_exception's frame lines), as an
+# extension package built for CUDA 12 raises it beside a torch of CUDA 11.
+PACKAGE_TRACEBACK = """Traceback (most recent call last):
+  File "/home/user/train.py", line 2, in <module>
+    import example_ext
+  File "/home/user/env/lib/python3.10/site-packages/example_ext/__init__.py", line 3, in <module>
+    from ._C import kernel
+ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"""
+TORCH_TRACEBACK = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/transformers/__init__.py", line 26, in <module>
+    import torch
+  File "/usr/local/lib/python3.10/dist-packages/torch/__init__.py", line 235, in <module>
+    from torch._C import *
+ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"""
+
+
+def test_the_package_is_the_innermost_frame_unless_torch_own_load_failed() -> None:
+    assert read(PACKAGE_TRACEBACK).package == "example_ext"
+    assert read(TORCH_TRACEBACK).package is None
+    assert read("!pip install example-ext\nImportError: libcudart.so.12: cannot open shared object file").package == (
+        "example-ext"
+    )
+    assert read("pip install -U --no-cache-dir torch\nImportError: x").package is None
+
+
+def cure_of(package: str | None, torch_cuda: str | None) -> list[str]:
+    from gpudoctor.paste import cures
+
+    facts = {"paste": {"package": package} if package else {}, "torch": {"cuda": torch_cuda} if torch_cuda else {}}
+    made = cures.cure("cuda-library-not-found", {"library": "libcudart.so.12"}, facts)
+    assert made is not None
+    return [*made.commands, *(made.instead.commands if made.instead else [])]
+
+
+def test_a_package_built_for_another_cuda_major_gets_its_build_for_torch_or_a_torch_for_its_cuda() -> None:
+    """CUDA's binary compatibility holds within a major: a package loading libcudart.so.12 beside torch of CUDA 11
+    (or an unknown CUDA) needs its build for torch's CUDA, a source build, or a torch of CUDA 12."""
+    for torch_cuda in ("11.3", None):
+        commands = cure_of("example_ext", torch_cuda)
+        assert (
+            "pip show example_ext  # the version installed; its releases say which CUDA each build is for" in commands
+        )
+        assert any("--no-binary example_ext example_ext" in c for c in commands)
+        assert any("torch==" in c and "+cu12" in c for c in commands)
+
+
+def test_torch_own_cuda_runtime_missing_keeps_the_library_path_cure() -> None:
+    for package, torch_cuda in ((None, "11.3"), ("example_ext", "12.1")):
+        commands = cure_of(package, torch_cuda)
+        assert 'echo "$LD_LIBRARY_PATH"' in commands and not any("example_ext" in c for c in commands)

@@ -170,9 +170,21 @@ def _torchvision(shown: Shown) -> Remediation:
     )
 
 
+# A CUDA toolkit library whose soname carries its CUDA major (CUDA's libcudart.so.12, libcublas.so.11; before CUDA
+# 11 the release, libcudart.so.10.1): a build for one major does not load another's (CUDA Toolkit Release Notes,
+# "CUDA Compatibility": binary compatibility holds within a major release).
+CUDA_SONAME = re.compile(
+    r"lib(?:cudart|cublasLt|cublas|cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|cupti)\.so\.(\d{1,2})(?:\.\d{1,3}){0,2}"
+)
+
+
 def _shadowed_library(shown: Shown) -> Remediation:
-    """A CUDA library that does not load or is of another release: most often LD_LIBRARY_PATH putting a system
-    or conda copy before torch's own (the pip nvidia-* packages); else a broken install."""
+    """A CUDA library that does not load or is of another release: a package built for another CUDA major than
+    torch's where the paste shows one (a traceback in it, its pip install), else most often LD_LIBRARY_PATH putting a
+    system or conda copy before torch's own (the pip nvidia-* packages), else a broken install."""
+    other = _package_of_other_cuda(shown)
+    if other is not None:
+        return other
     target = shown.installed() or compat.default_build(shown.platform)
     return fix(
         "torch loads the CUDA libraries of its own pip packages (nvidia-*); a system or conda copy first on "
@@ -183,6 +195,47 @@ def _shadowed_library(shown: Shown) -> Remediation:
             "env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'",
             compat.install_command(target, force=True),
         ],
+    )
+
+
+def _package_of_other_cuda(shown: Shown) -> Remediation | None:
+    """A package (not torch) whose import wants CUDA M's runtime where torch is of another major or not shown: the
+    package's build for torch's CUDA, or built from source against it; or a torch built for CUDA M. None where the
+    library is no CUDA major's, the paste shows no such package, or torch is of the same major (its own path)."""
+    soname = CUDA_SONAME.fullmatch(shown.values.get("library", ""))
+    package = (shown.facts.get("paste") or {}).get("package")
+    torch_cuda = str(shown.torch.get("cuda") or "")
+    if soname is None or not package or torch_cuda.split(".")[0] == soname.group(1):
+        return None
+    major = soname.group(1)
+    said = f" and torch here for CUDA {torch_cuda}" if torch_cuda else ""
+    builds = [b for b in compat.cuda_builds(shown.platform) if (b.toolkit or "").split(".")[0] == major]
+    instead = (
+        fix(
+            f"Or keep {package} and install a torch built for CUDA {major}, as {package} was.",
+            lambda: [compat.install_command(builds[0], force=True)],
+        )
+        if builds
+        else None
+    )
+    return fix(
+        f"{package} loads CUDA {major}'s runtime, which this environment lacks: it was built for CUDA {major}{said}. "
+        f"Install {package}'s build for torch's CUDA (its release or wheel index names each build's CUDA), or build "
+        "it from source against this torch.",
+        lambda: [
+            "python -c 'import torch; print(torch.__version__, torch.version.cuda)'  # torch's CUDA: the package's "
+            "build must be for its major (a cu118 wheel for CUDA 11.8, cu121 for 12.1)",
+            command(
+                "pip show {package}  # the version installed; its releases say which CUDA each build is for",
+                package=package,
+            ),
+            command(
+                "pip install --force-reinstall --no-deps --no-build-isolation --no-binary {package} {package}  "
+                "# or build it from source against this torch and its CUDA",
+                package=package,
+            ),
+        ],
+        instead=instead,
     )
 
 

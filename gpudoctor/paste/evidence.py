@@ -19,7 +19,7 @@ from gpudoctor.command import command
 from gpudoctor.model import Remediation, Result, Status, worst
 from gpudoctor.paste import OUTPUTS, READERS
 from gpudoctor.paste.cures import cure
-from gpudoctor.paste.signatures import Signature, table
+from gpudoctor.paste.signatures import WHOLE_PASTE, Signature, table
 
 CONFLICTS_CHECK = "paste.conflicts"
 UNREAD_CHECK = "paste.read"
@@ -141,7 +141,8 @@ def _remedy(signature: Signature, values: dict[str, Any], facts: dict[str, Any],
     cured = cure(signature.id, values, facts) if signature.fix_from == "owner" else None
     if cured is not None:
         return Remediation(f"{why} {cured.why}", cured.commands, cured.instead, signature.source)
-    commands, refused = signature.fixes({"script": (facts.get("paste") or {}).get("script"), **values})
+    pasted = facts.get("paste") or {}
+    commands, refused = signature.fixes({k: pasted.get(k) for k in WHOLE_PASTE} | values)
     left = f" (a command left out: {'; '.join(refused)})" if refused else ""
     none = f" No command cures it here: {signature.no_fix}" if signature.no_fix and not commands else ""
     return Remediation(f"{why}{left}{none}", commands, source=signature.source)

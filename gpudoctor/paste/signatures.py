@@ -90,7 +90,8 @@ class Signature:
         return built, refused
 
 
-WHOLE_PASTE = ("script",)  # the slots a fix may fill from the paste as a whole ({script|train.py}), not its match
+# The slots a fix may fill from the paste as a whole ({script|train.py}, {package}), not from its match.
+WHOLE_PASTE = ("script", "package")
 
 
 @functools.cache
@@ -136,6 +137,12 @@ def _needles() -> tuple[str, ...]:
 
 # A traceback's first frame of a script run as the main module: the program its fixes run again.
 SCRIPT = re.compile(r'File "([^"\n]{1,300}\.py)", line \d{1,9}, in <module>')
+# A frame in an installed package (pip's site-packages, Debian's dist-packages; CPython's and IPython's traceback
+# formats both print the path), and a pip install line: the package whose import a pasted error broke is the
+# innermost frame's package unless it is torch's, else the first package the paste's pip install line names.
+PACKAGE_FRAME = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9][A-Za-z0-9_.-]{0,99})[/\\]")
+PIP_INSTALL = re.compile(r"(?:^|[\s!])pip3? install(?: +-[-\w=.:/]{1,200})* +([A-Za-z0-9][A-Za-z0-9_.-]{0,99})")
+NOT_THE_PACKAGE = ("torch",)
 
 
 def read(found: Found) -> None:
@@ -146,6 +153,19 @@ def read(found: Found) -> None:
     found.script = next(
         (m.group(1) for n in found.holding(("in <module>",)) if (m := SCRIPT.search(found.lines[n]))), None
     )
+    found.package = _package(found)
+
+
+def _package(found: Found) -> str | None:
+    """The package whose import the paste's error broke: the innermost traceback frame's installed package, where
+    it is not torch (then the load that failed is torch's own), else the package a `pip install` line names first
+    where the paste shows no such frame; None where it shows neither."""
+    framed = [m.group(1) for n in found.holding(("-packages",)) for m in PACKAGE_FRAME.finditer(found.lines[n])]
+    if framed:
+        return None if framed[-1] in NOT_THE_PACKAGE else framed[-1]
+    lines = found.holding(("pip install", "pip3 install"))
+    named = (m.group(1) for n in lines if (m := PIP_INSTALL.search(found.lines[n])))
+    return next((name for name in named if name not in NOT_THE_PACKAGE), None)
 
 
 def _match_line(found: Found, number: int, line: str) -> None:
