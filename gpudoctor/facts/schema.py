@@ -309,6 +309,7 @@ class Paste(TypedDict, total=False):
     conflicts: list[Conflict]  # facts the paste states more than one way
     signatures: list[Sighting]
     script: str  # the program a traceback ran
+    package: str  # the installed package whose import the error broke (a traceback's innermost frame, a pip install)
 
 
 class _Capture(TypedDict):
