@@ -59,7 +59,11 @@ def nccl_tests(ctx: CheckContext) -> Result:
     shown = shown_in(ctx.facts)
     runs = [{**run, "env": {**env, **(run.get("env") or {})}} for run in runs]
     verdicts = [judge_run(run, gpus, shown) for run in runs]
-    return combine(compared(runs, verdicts), "nccl-tests run")
+    result = combine(compared(runs, verdicts), "nccl-tests run")
+    warned = [row.summary for row in result.rows if row.status == Status.WARN]
+    if result.status == Status.WARN and all(said == STOPPED_SAID for said in warned):
+        result.aspect = "p2p-hang"  # every warning is a run that stopped after its devices: a hang is suspected
+    return result
 
 
 def shown_in(facts: dict[str, Any]) -> dict[str, Any]:
@@ -197,10 +201,33 @@ def peak_busbw(row: dict[str, Any]) -> float:
     return max((side or {}).get("busbw") or 0.0 for side in (row.get("out_of_place"), row.get("in_place")))
 
 
+# A run on one node that lists its GPUs and then prints neither a row nor its failure stopped at NCCL's init or
+# first collective (or the paste ends there). NCCL troubleshooting, "PCI Access Control Services (ACS)": IO
+# virtualization (VT-d, IOMMU) and ACS redirect peer-to-peer PCIe traffic to the CPU root complex, "causing a
+# significant performance reduction or even a hang"; NCCL_P2P_DISABLE=1 takes P2P out to confirm it
+# (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html; env.html, NCCL_P2P_DISABLE).
+STOPPED = Remediation(
+    "The run printed its GPUs and then nothing: if it hangs there, NCCL is stuck at its first peer-to-peer transfer "
+    "on this node, which PCIe ACS or an IOMMU that translates the GPUs' DMA cause. Rerun with P2P off to confirm; "
+    "if that runs, disable ACS on the PCIe switches and bridges (firmware, or setpci) and boot with iommu=pt (or the "
+    "IOMMU off) following NCCL's troubleshooting guide.",
+    [
+        "NCCL_P2P_DISABLE=1 {rerun}  # runs where the plain run hangs: peer-to-peer between the GPUs is broken",
+        "sudo lspci -vvv | grep -i 'ACSCtl'  # SrcValid+ (ReqRedir+ CmpltRedir+) on a bridge: ACS is on",
+        "cat /proc/cmdline; sudo dmesg | grep -iE 'DMAR|iommu'  # intel_iommu=on / amd_iommu without iommu=pt",
+    ],
+)
+
+STOPPED_SAID = (
+    "no result after its device list: the run stopped (or the paste ends) before its first size; a hang there on "
+    "one node is most often peer-to-peer blocked by PCIe ACS or the IOMMU"
+)
+
+
 def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str, Any]) -> Judged:
     rows = run.get("rows") or []
     if not rows:
-        return judged(Status.SKIP, "no result rows")
+        return no_rows(run)
     wrong = sum(
         int((side or {}).get("wrong") or 0) for r in rows for side in (r.get("out_of_place"), r.get("in_place"))
     )
@@ -228,6 +255,16 @@ def _judge_run(run: dict[str, Any], gpus: list[dict[str, Any]], shown: dict[str,
             TOO_SMALL,
         )
     return against_reference(run, busbw, metric, machine(run, gpus), shown)
+
+
+def no_rows(run: dict[str, Any]) -> Judged:
+    """A run without a result row: failed (its failure line says why, judged with the file's errors), stopped after
+    the device list of GPUs on one node (a hang of peer-to-peer suspected), or only a header."""
+    if run.get("failure"):
+        return judged(Status.SKIP, f"no result rows: the run failed ({run['failure']})")
+    if len(run.get("devices") or []) > 1 and len(run.get("hosts") or []) == 1:
+        return judged(Status.WARN, STOPPED_SAID, fix=STOPPED)
+    return judged(Status.SKIP, "no result rows")
 
 
 # Bytes per element of nccl-tests' data types (src/common.cu, test_typenames).

@@ -186,6 +186,21 @@ def judge_text(text: str, run: dict | None = None) -> tuple:
     return benchmarks.judge_run(runs[0], facts["nvml"].get("gpus") or [], benchmarks.shown_in(facts))
 
 
+def test_a_run_that_stops_after_its_device_list_on_one_node_points_at_peer_to_peer() -> None:
+    """No row and no failure line after the devices: the run stopped at NCCL's init or first collective (or the paste
+    was cut there). On one node NCCL's troubleshooting names ACS and an IOMMU for such a hang: the fix confirms it
+    with P2P off, then looks at ACS and the IOMMU. A run that printed its failure is the failure's, not a hang."""
+    stopped = (PASTES / "nccl" / "info-2.4.8-nccl-tests-lo-socket-v100.txt").read_text(encoding="utf-8")
+    row, fix = judge_text(stopped)
+    said = " ".join([*fix.commands, *(fix.instead.commands if fix.instead else [])]) if fix else ""
+    assert row.status == Status.WARN and "stopped" in row.summary, row.summary
+    assert "NCCL_P2P_DISABLE=1" in said and "ACSCtl" in said and "iommu" in said, said
+    failed = stopped.replace(
+        "NCCL version 2.4.8+cuda10.1", "ds-ml-01-0: Test NCCL failure common.cu:777 'unhandled system error'"
+    )
+    assert judge_text(failed)[0].status == Status.SKIP
+
+
 def ibstat(ports: list[tuple[str, str, int, str]]) -> str:
     """ibstat's text for (device, state, rate, link layer) ports, written from infiniband-diags' ibstat.c
     format (CA line, tab-indented keys) as the published outputs in tests/fixtures/pastes/ibstat show it."""

@@ -170,6 +170,7 @@ RUN_KEYS = {
     "nccl_version",
     "env",
     "max_bytes",
+    "failure",
 }
 COLLECTIVES = {
     None,
@@ -307,6 +308,26 @@ def test_a_run_whose_table_never_came_is_a_run_without_rows() -> None:
         "validation: 0 \nCuda failure common.cu:891 'invalid device ordinal'"
     )
     assert [summary(run) for run in failed] == [Run(2, "all_reduce", None, [], 0, None, None, None, None, None)]
+    assert failed[0]["failure"] == "Cuda failure common.cu:891 'invalid device ordinal'"
+    assert v100[0]["failure"] is None and a100[0]["failure"] is None
+
+
+def test_nccl_tests_own_failure_line_of_every_era_is_the_runs_failure() -> None:
+    """src/common.h NCCLCHECK and CUDACHECK: "%s: Test NCCL failure %s:%d '%s / %s'" (v2.13.0 on, the hostname
+    first), "'%s'" alone before; v1.0.0 without "Test "; NCCL's own "Cuda failure '...'" log line is not one."""
+    header = (
+        "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+    )
+    lines = {
+        "node7: Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '": (
+            "Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '"
+        ),
+        "node7: Test CUDA failure common.cu:892 'out of memory'": "Test CUDA failure common.cu:892 'out of memory'",
+        "NCCL failure common.cu:874 'unhandled system error'": "NCCL failure common.cu:874 'unhandled system error'",
+        "node7:1:1 [0] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'": None,
+    }
+    for line, failure in lines.items():
+        assert [run["failure"] for run in runs_in(header + line)] == [failure], line
 
 
 def test_the_program_named_on_the_command_line_is_the_collective() -> None:
@@ -481,6 +502,7 @@ def test_a_json_file_is_one_run_in_the_same_shape() -> None:
         "nccl_version": "2.21.5",
         "env": {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "VERSION"},
         "max_bytes": 536870912,
+        "failure": None,
     }
     assert run["devices"][1] == {
         "rank": 1,

@@ -266,6 +266,7 @@ class NcclTestsRun(TypedDict, total=False):
     nccl_version: str | None
     env: dict[str, str]  # NCCL's settings on its command line
     max_bytes: int | None
+    failure: str | None  # nccl-tests' line for a failed NCCL or CUDA call ("Test NCCL failure common.cu:..."), if any
 
 
 class Benchmarks(TypedDict, total=False):

@@ -20,6 +20,9 @@ The text, from NVIDIA/nccl-tests src/common.cu (to v2.17.2) and src/util.cu (v2.
   ("%5.0le", the largest deviation) for "#wrong".
 - footer: "# Out of bounds values : %d OK|FAILED", "# Avg bus bandwidth    : %g" (v1.0.0 without the "#").
 - NCCL prints "NCCL version 2.26.6+cuda12.8" (NCCL_DEBUG=VERSION or INFO) after the device list.
+- a failed call ends the run: src/common.h NCCLCHECK "%s: Test NCCL failure %s:%d '%s / %s'" (hostname, file, line,
+  ncclGetErrorString, ncclGetLastError; "'%s'" alone before v2.13.0), CUDACHECK "%s: Test CUDA failure %s:%d '%s'";
+  v1.0.0 "NCCL failure %s:%d '%s'" and "Cuda failure %s:%d '%s'". The run's `failure` is the first such line.
 
 JSON (`-J`, v2.17.3+, src/util.cu; JSON_FILE_VERSION 1, 3 by v2.19.6): one object on one line: "version", "args",
 "env" ["NAME=value"], "nccl_version" (ncclGetVersion's int), "config" {..., "devices": [{"rank", "group", "pid",
@@ -72,6 +75,7 @@ FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf"
 DATE, CLOCK = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}")
 NEUTRAL = ("NCCL INFO", "NCCL WARN", "NCCL version", "```", "~~~")
 SUMMARY = ("average_bus_bandwidth", "average_bus_bandwidith")  # the JSON's key, misspelt to v2.17.8
+FAILURE = re.compile(r"(?:Test )?(?:NCCL|CUDA|Cuda) failure [^\s:']{1,200}:[0-9]{1,9} '")
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Run:
     avg_busbw: float | None = None
     closed: bool = False  # "# Avg bus bandwidth" seen: what follows is another run's
     concluded: bool = False
+    failure: str | None = None  # nccl-tests' own line for a failed NCCL or CUDA call
 
 
 def in_header(run: Run | None) -> bool:
@@ -138,7 +143,7 @@ COMMENTS = (
 # to the end of a long line from every row-like start and back, in quadratic time.
 TAKEN = re.compile(
     r"^[^\n]*?(?:(?<!#)#+[^\S\n]*(?:" + "|".join(re.escape(start) for start in COMMENTS) + r")"
-    r"|nThread |Out of bounds values|Avg bus bandwidth|NCCL version "
+    r"|nThread |Out of bounds values|Avg bus bandwidth|NCCL version |NCCL failure |CUDA failure |Cuda failure "
     r"|\d(?:[ \t]|\[\d{1,10}\]){1,40}\d{1,40}(?:[ \t]|\[\d{1,10}\]){1,40}"
     r"[A-Za-z]\S{0,40}(?:[^\S\n]{1,100}\S{1,100}){8})",
     re.MULTILINE,
@@ -198,6 +203,9 @@ def take(runs: list[Run], current: Run | None, number: int, text: str) -> bool:
         return True
     if text.startswith(("Out of bounds values", "Avg bus bandwidth")):
         return footer(runs, current, number, text)
+    if current and not current.closed and FAILURE.match(text):
+        current.failure = current.failure or text[:300]
+        return True
     if text[:1].isascii() and text[:1].isdigit():
         row = parse_row(text, current.columns if current and not current.closed else None)
         if row is None:
@@ -419,6 +427,7 @@ def run_dict(run: Run, collective: str | None, env: dict[str, str]) -> dict[str,
         version=run.version,
         nccl_version=run.nccl_version,
         env=env,
+        failure=run.failure,
     )
 
 
@@ -434,6 +443,7 @@ def shaped(
     version: str | None,
     nccl_version: str | None,
     env: dict[str, str],
+    failure: str | None = None,
 ) -> dict[str, Any]:
     """`ranks` is the GPUs in the run: the device list's length, or the highest rank listed + 1 where an excerpt
     shows only the last lines of it. `max_bytes` is the largest size measured."""
@@ -452,6 +462,7 @@ def shaped(
         "nccl_version": nccl_version,
         "env": env,
         "max_bytes": max((row["bytes"] for row in rows), default=None),
+        "failure": failure,
     }
 
 
