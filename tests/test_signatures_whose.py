@@ -114,6 +114,11 @@ def test_each_verdict_prints_its_own_cure() -> None:
 
 # One line per new entry, as its emitter prints it (the format string its `source` names).
 LINES = [
+    (  # TF 1.x gpu_device.cc's device line, its HumanReadableNumBytes figures: 11.17 GiB, of which 304.31 MiB free
+        "totalMemory: 11.17GiB freeMemory: 304.31MiB",
+        "tensorflow-gpu-held-at-start",
+        {"total": "11.17GiB", "free": "304.31MiB"},
+    ),
     ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", "nvcc-unsupported-gpu-architecture", {"arch": "89"}),
     (
         "2019-07-11 12:42:11.226602: W tensorflow/compiler/xla/service/platform_util.cc:240] unable to create "
@@ -315,3 +320,15 @@ def test_no_driver_outside_a_compose_log_is_not_a_compose_services() -> None:
         "2024-01-02 10:00:00 | ERROR | Found no NVIDIA driver on your system.",
     ):
         assert "compose-service-no-nvidia-driver" not in ids(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "totalMemory: 11.17GiB freeMemory: 11.10GiB",  # a GPU free when TensorFlow started
+        "totalMemory: 15.90GiB freeMemory: 8.20GiB",  # less than half held: the figures do not decide
+        "totalMemory: 11.17GiB",
+    ],
+)
+def test_tensorflow_start_line_with_its_gpu_mostly_free_blames_no_one(line: str) -> None:
+    assert not [s for s in read(line).signatures if s["id"] == "tensorflow-gpu-held-at-start"]

@@ -154,6 +154,7 @@ def read(found: Found) -> None:
         (m.group(1) for n in found.holding(("in <module>",)) if (m := SCRIPT.search(found.lines[n]))), None
     )
     found.package = _package(found)
+    _tensorflow_start(found)
 
 
 def _package(found: Found) -> str | None:
@@ -207,6 +208,27 @@ UNALLOCATED = re.compile(rf"{oom.SIZE} is reserved by PyTorch but unallocated") 
 # block" (c10/cuda/CUDACachingAllocator.cpp, kLargeBuffer), so a little free memory beside a small request is no room.
 LARGE_BUFFER = 20 * 2**20
 MESSAGE_LINES = 8  # a pasted message wrapped over lines: torch's is a few hundred characters
+
+
+# TensorFlow 1.x's device line when its session starts (tensorflow/core/common_runtime/gpu/gpu_device.cc: "totalMemory:
+# " << HumanReadableNumBytes(total_bytes) << " freeMemory: " << HumanReadableNumBytes(free_bytes), "%.2f" and a binary
+# unit, or "%lldB"): memory not free before this program allocated anything is other processes'.
+TF_BYTES = r"(\d{1,20}(?:\.\d{1,2})?)((?:[KMGTPE]i)?B)"  # HumanReadableNumBytes: "11.17GiB", "304.31MiB", "512B"
+TF_START = re.compile(rf"totalMemory: {TF_BYTES} freeMemory: {TF_BYTES}")
+TF_HELD_AT_START = "tensorflow-gpu-held-at-start"
+
+
+def _tensorflow_start(found: Found) -> None:
+    """TensorFlow's device line where more than HELD_ELSEWHERE of the GPU was not free when its session started:
+    another process held it (data/signatures/memory.toml)."""
+    for number in found.holding(("freeMemory: ",)):
+        match = TF_START.search(found.lines[number])
+        if match is None:
+            continue
+        total, free = oom.size(*match.group(1, 2)), oom.size(*match.group(3, 4))
+        if total - free > HELD_ELSEWHERE * total:
+            values = {"total": match.group(1) + match.group(2), "free": match.group(3) + match.group(4)}
+            found.signature(TF_HELD_AT_START, READER, number, values)
 
 
 def whose_memory(found: Found, number: int) -> str | None:
