@@ -85,3 +85,9 @@ def test_torch_own_cuda_runtime_missing_keeps_the_library_path_cure() -> None:
     for package, torch_cuda in ((None, "11.3"), ("example_ext", "12.1")):
         commands = cure_of(package, torch_cuda)
         assert 'echo "$LD_LIBRARY_PATH"' in commands and not any("example_ext" in c for c in commands)
+
+
+def test_an_imported_package_module_is_not_the_script_its_fixes_rerun() -> None:
+    """A package's __init__.py runs "in <module>" as it is imported: the script is the frame outside the packages."""
+    assert read(PACKAGE_TRACEBACK).script == "/home/user/train.py"
+    assert read(PACKAGE_TRACEBACK.replace('/home/user/train.py", line 2', '<input>", line 1')).script is None

@@ -135,7 +135,8 @@ def _needles() -> tuple[str, ...]:
     return tuple(sorted({s.needle for s in table().values() if s.needle}))
 
 
-# A traceback's first frame of a script run as the main module: the program its fixes run again.
+# A traceback's first frame of a script run as the main module, outside the installed packages (a package's
+# __init__.py runs "in <module>" too, as it is imported): the program its fixes run again.
 SCRIPT = re.compile(r'File "([^"\n]{1,300}\.py)", line \d{1,9}, in <module>')
 # A frame in an installed package (pip's site-packages, Debian's dist-packages; CPython's and IPython's traceback
 # formats both print the path), and a pip install line: the package whose import a pasted error broke is the
@@ -151,7 +152,12 @@ def read(found: Found) -> None:
     for number in found.holding(_needles()):
         _match_line(found, number, found.lines[number])
     found.script = next(
-        (m.group(1) for n in found.holding(("in <module>",)) if (m := SCRIPT.search(found.lines[n]))), None
+        (
+            m.group(1)
+            for n in found.holding(("in <module>",))
+            if (m := SCRIPT.search(found.lines[n])) and not PACKAGE_FRAME.search(m.group(1))
+        ),
+        None,
     )
     found.package = _package(found)
     _tensorflow_start(found)
