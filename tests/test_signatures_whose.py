@@ -148,6 +148,8 @@ LINES = [
         {"first": "cuda:0", "second": "cpu"},
     ),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash-attention-needs-ampere", {}),
+    # torch's own text (aten/src/ATen/native/TensorAdvancedIndexing.cpp, index_select on the CPU under F.embedding)
+    ("IndexError: index out of range in self", "embedding-index-out-of-range", {}),
     (
         "UserWarning: The dataloader, val dataloader 0, does not have many workers which may be a bottleneck. "
         "Consider increasing the value of the `num_workers` argument` (try 32 which is the number of cpus on this "
