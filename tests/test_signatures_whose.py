@@ -148,6 +148,18 @@ LINES = [
         {"first": "cuda:0", "second": "cpu"},
     ),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash-attention-needs-ampere", {}),
+    # torch/csrc/distributed/c10d/socket.cpp SocketConnectOp's two formats, with a host and a port filled in
+    (
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+        "(node0, 29500). The client socket has failed to connect to node0:29500 (errno: 110 - Connection timed out).",
+        "c10d-client-connect-failed",
+        {"host": "node0", "port": "29500"},
+    ),
+    (
+        "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to (10.0.0.1, 29400).",
+        "c10d-client-connect-failed",
+        {"host": "10.0.0.1", "port": "29400"},
+    ),
     # torch's own text (aten/src/ATen/native/TensorAdvancedIndexing.cpp, index_select on the CPU under F.embedding)
     ("IndexError: index out of range in self", "embedding-index-out-of-range", {}),
     (
