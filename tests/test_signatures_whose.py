@@ -160,6 +160,15 @@ LINES = [
         "c10d-client-connect-failed",
         {"host": "10.0.0.1", "port": "29400"},
     ),
+    # torch/utils/data/dataloader.py _check_worker_number_rationality's warning, numbers filled in
+    (
+        "UserWarning: This DataLoader will create 32 worker processes in total. Our suggested max number of worker "
+        "in current system is 8, which is smaller than what this DataLoader is going to create. Please be aware "
+        "that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number "
+        "to avoid potential slowness/freeze if necessary.",
+        "dataloader-too-many-workers",
+        {"created": "32", "suggested": "8"},
+    ),
     # torch's own text (aten/src/ATen/native/TensorAdvancedIndexing.cpp, index_select on the CPU under F.embedding)
     ("IndexError: index out of range in self", "embedding-index-out-of-range", {}),
     (
