@@ -58,6 +58,10 @@ def test_the_package_is_the_innermost_frame_unless_torch_own_load_failed() -> No
         "example-ext"
     )
     assert read("pip install -U --no-cache-dir torch\nImportError: x").package is None
+    assert read("pip install example-ext -f https://example.org/whl/cu118.html").package == "example-ext"
+    for line in ("pip install -r requirements.txt", "pip install -e .", "pip install ./dist/example_ext-1.0.whl"):
+        assert read(line).package is None, line
+    assert read("pip install --index-url https://example.org/simple example-ext").package == "example-ext"
 
 
 def cure_of(package: str | None, torch_cuda: str | None) -> list[str]:

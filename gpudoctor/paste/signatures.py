@@ -142,7 +142,12 @@ SCRIPT = re.compile(r'File "([^"\n]{1,300}\.py)", line \d{1,9}, in <module>')
 # formats both print the path), and a pip install line: the package whose import a pasted error broke is the
 # innermost frame's package unless it is torch's, else the first package the paste's pip install line names.
 PACKAGE_FRAME = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9][A-Za-z0-9_.-]{0,99})[/\\]")
-PIP_INSTALL = re.compile(r"(?:^|[\s!])pip3? install(?: +-[-\w=.:/]{1,200})* +([A-Za-z0-9][A-Za-z0-9_.-]{0,99})")
+PIP_INSTALL = re.compile(r"(?:^|[\s!])pip3? install ([^\n]{1,1000})")
+PROJECT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,98}[A-Za-z0-9])?")  # a project name (PEP 508), no version
+# pip install's options that take the next word as their value (pip install --help): that word is no package.
+PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "-i", "--index-url"}
+PIP_VALUED |= {"--extra-index-url", "-f", "--find-links", "--prefix", "--root", "--platform", "--python-version"}
+FILE_SUFFIXES = (".txt", ".whl", ".gz", ".zip", ".toml", ".cfg", ".py")
 NOT_THE_PACKAGE = ("torch",)
 
 
@@ -171,8 +176,21 @@ def _package(found: Found) -> str | None:
     if framed:
         return None if framed[-1] in NOT_THE_PACKAGE else framed[-1]
     lines = found.holding(("pip install", "pip3 install"))
-    named = (m.group(1) for n in lines if (m := PIP_INSTALL.search(found.lines[n])))
-    return next((name for name in named if name not in NOT_THE_PACKAGE), None)
+    named = (_installed(m.group(1)) for n in lines if (m := PIP_INSTALL.search(found.lines[n])))
+    return next((name for name in named if name and name not in NOT_THE_PACKAGE), None)
+
+
+def _installed(arguments: str) -> str | None:
+    """The first package a pip install command line names: options and their values skipped, a file, a path or a
+    URL (a requirements file, a wheel, `.`) no package."""
+    words = arguments.split()
+    skip = False
+    for word in words:
+        if skip or word.startswith("-"):
+            skip = not skip and word in PIP_VALUED
+            continue
+        return word if PROJECT.fullmatch(word) and not word.endswith(FILE_SUFFIXES) else None
+    return None
 
 
 def _match_line(found: Found, number: int, line: str) -> None:
