@@ -156,7 +156,8 @@ LINES = [
         {"host": "node0", "port": "29500"},
     ),
     (
-        "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to (10.0.0.1, 29400).",
+        "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to "
+        "(10.0.0.1, 29400).",
         "c10d-client-connect-failed",
         {"host": "10.0.0.1", "port": "29400"},
     ),
