@@ -222,6 +222,12 @@ def test_sample_values_name_what_the_line_says() -> None:
 # the errors.toml signatures it must give and the values they carry.
 EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
     (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+        "(10.1.2.3, 29500).",
+        {"c10d-client-connect-failed"},
+        {"host": "10.1.2.3", "port": "29500"},
+    ),
+    (
         "RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at "
         "/pytorch/aten/src/THC/THCGeneral.cpp:51",
         {"cuda-driver-insufficient"},
