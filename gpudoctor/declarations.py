@@ -2,8 +2,10 @@
 
 The built-in checks' declarations come from the package's index of them (data/declarations.tsv, written by
 `python -m gpudoctor.docgen`, kept current by a test) where it was made from the declarations the sources hold
-now, else from the sources themselves (registry.read_declarations parses them). The registry, with its check
-specs and its plugin loading, is imported only where a plugin may add checks to the list.
+now, else from the sources themselves (`read_declarations`; a module not written in literals is imported). It also
+holds what a declaration may say (levels, needs, id and cure words), which the registry checks. It imports no
+registry: the command line imports it, with its check specs and plugin loading, only where a plugin may add checks
+to the list (`plugins_possible`).
 """
 
 from __future__ import annotations
