@@ -64,6 +64,22 @@ def test_the_package_is_the_innermost_frame_unless_torch_own_load_failed() -> No
     assert read("pip install --index-url https://example.org/simple example-ext").package == "example-ext"
 
 
+def test_without_a_frame_the_package_is_the_module_the_failing_import_statement_names() -> None:
+    """CPython's traceback prints each frame's source line right above the exception line (traceback module,
+    "print_exception"): a paste cut to its last two lines still names the module whose import failed."""
+    assert (
+        read("from example_ext import kernels\nImportError: libcudart.so.12: cannot open shared object file").package
+        == "example_ext"
+    )
+    assert (
+        read("    import example_ext.ops as ops\nOSError: libcublas.so.11: cannot open shared object file").package
+        == "example_ext"
+    )
+    assert read("from torch._C import *\nImportError: libcudart.so.12: cannot open shared object file").package is None
+    assert read("from example_ext import kernels\nprint('ok')\nImportError: x").package is None
+    assert read("# from example_ext import kernels\nImportError: x").package is None
+
+
 def cure_of(package: str | None, torch_cuda: str | None) -> list[str]:
     from gpudoctor.paste import cures
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from gpudoctor.command import Command, Unsafe, command
 from gpudoctor.judging import oom
+from gpudoctor.paste import container_start
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -149,6 +150,13 @@ PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "
 PIP_VALUED |= {"--extra-index-url", "-f", "--find-links", "--prefix", "--root", "--platform", "--python-version"}
 FILE_SUFFIXES = (".txt", ".whl", ".gz", ".zip", ".toml", ".cfg", ".py")
 NOT_THE_PACKAGE = ("torch",)
+# The innermost frame's source line, which CPython's traceback prints right above the exception line (traceback
+# module, https://docs.python.org/3/library/traceback.html, StackSummary.format): an import statement there names the
+# module whose load failed, the top-level package its first word.
+IMPORT_STATEMENT = re.compile(
+    r"\s*(?:from\s+([A-Za-z_]\w{0,99})(?:\.\w{1,100}){0,20}\s+import\s|import\s+([A-Za-z_]\w{0,99}))"
+)
+RAISED = ("ImportError:", "OSError:", "ModuleNotFoundError:")
 
 
 def read(found: Found) -> None:
@@ -166,6 +174,7 @@ def read(found: Found) -> None:
     )
     found.package = _package(found)
     _tensorflow_start(found)
+    container_start.sight(found, READER)
 
 
 def _package(found: Found) -> str | None:
@@ -175,9 +184,23 @@ def _package(found: Found) -> str | None:
     framed = [m.group(1) for n in found.holding(("-packages",)) for m in PACKAGE_FRAME.finditer(found.lines[n])]
     if framed:
         return None if framed[-1] in NOT_THE_PACKAGE else framed[-1]
+    stated = _imported(found)
+    if stated:
+        return None if stated in NOT_THE_PACKAGE else stated
     lines = found.holding(("pip install", "pip3 install"))
     named = (_installed(m.group(1)) for n in lines if (m := PIP_INSTALL.search(found.lines[n])))
     return next((name for name in named if name and name not in NOT_THE_PACKAGE), None)
+
+
+def _imported(found: Found) -> str | None:
+    """The top-level module of the last import statement printed right above an ImportError or OSError line (a
+    traceback cut to its innermost frame's source line); None where the paste shows none."""
+    named = None
+    for n in found.holding(RAISED):
+        raised = found.lines[n].lstrip()
+        if n and raised.startswith(RAISED) and (m := IMPORT_STATEMENT.match(found.lines[n - 1])):
+            named = m.group(1) or m.group(2)
+    return named
 
 
 def _installed(arguments: str) -> str | None:
