@@ -59,6 +59,20 @@ def test_a_gpu_torch_has_no_kernels_for_gets_the_build_that_has_them(tmp_path: P
     assert all("+cu12" not in c or "+cu128" in c or "+cu129" in c for c in installs), "a build with sm_120 kernels"
 
 
+def test_no_kernel_image_without_the_gpu_named_gets_both_builds_a_gpu_can_need(tmp_path: Path) -> None:
+    """The message names no GPU: it is newer than the build's arch list or older, so the cure installs the newest
+    build (newest GPUs) and, instead, the newest build that still has kernels for the oldest GPUs official builds
+    cover; both after the two commands that tell which."""
+    found = checks(tmp_path, "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    fix = found["torch.arch"]["remediation"]
+    assert any("compute_cap" in c for c in fix["commands"])
+    newest = [c for c in fix["commands"] if c.startswith("pip install torch==")]
+    older = [c for c in (fix["instead"] or {}).get("commands", []) if c.startswith("pip install torch==")]
+    assert len(newest) == 1 and len(older) == 1, fix
+    assert newest != older
+    assert "sm_" in fix["why"] and "sm_" in fix["instead"]["why"]
+
+
 def test_a_driver_too_old_gets_the_build_it_runs_from_the_cuda_it_reports(tmp_path: Path) -> None:
     found = checks(
         tmp_path,

@@ -85,19 +85,53 @@ def _arch(shown: Shown) -> Remediation:
     driver it needs (torch.arch's own fix)."""
     capabilities = shown.capabilities()
     if not capabilities:
-        return Remediation(
-            "The message does not name the GPU's compute capability: read it and the build's arch list, then "
-            "install a build that lists it.",
-            [
-                "nvidia-smi --query-gpu=name,compute_cap --format=csv",
-                "python -c 'import torch; print(torch.__version__, torch.cuda.get_arch_list())'",
-            ],
-        )
+        return _arch_unnamed(shown)
     if shown.driver is None:
         return _least_driver(capabilities, shown) or compat.driver_fix(
             capabilities, None, shown.platform, shown.os_release, shown.installed()
         )
     return compat.driver_fix(capabilities, shown.driver, shown.platform, shown.os_release, shown.installed())
+
+
+def _lowest(chosen: compat.Build) -> tuple[int, int] | None:
+    """The oldest GPU architecture a build ships a kernel for (its lowest `sm_XY`)."""
+    found = [capability(arch.removeprefix("sm_")) for arch in chosen.arch if arch.startswith("sm_")]
+    return min((c for c in found if c), default=None)
+
+
+def _arch_unnamed(shown: Shown) -> Remediation:
+    """A message that names no GPU: the GPU is newer than the build's architectures or older, and both are common
+    (a new board under an older wheel, an old board under a wheel that dropped it). The two commands that tell
+    which, with the newest build (the newest GPUs) to install; instead, the newest build that still ships kernels
+    for older GPUs than that one (torch.toml [[build]] arch lists)."""
+    look = [
+        "nvidia-smi --query-gpu=name,compute_cap --format=csv",
+        "python -c 'import torch; print(torch.__version__, torch.cuda.get_arch_list())'",
+    ]
+    newest = compat.newest_build([], shown.platform)
+    floor = _lowest(newest) if newest else None
+    if newest is None or floor is None:
+        return Remediation(
+            "Read the GPU's compute capability and the build's arch list, then install a build that lists it.", look
+        )
+    older = next((b for b in compat.cuda_builds(shown.platform) if (_lowest(b) or floor) < floor), None)
+    lowest = _lowest(older) if older else None
+    instead = (
+        fix(
+            f"A GPU older than sm_{floor[0]}{floor[1]}: {older.name} still ships kernels from "
+            f"sm_{lowest[0]}{lowest[1]} on.",
+            lambda: [compat.install_command(older)],
+        )
+        if older and lowest
+        else None
+    )
+    return fix(
+        "The message does not name the GPU: the first command shows its compute capability (as sm_XY), the second "
+        f"the architectures this torch ships. A GPU newer than them: {newest.name} ships kernels for "
+        f"{newest.arch[0]} to {newest.arch[-1]}.",
+        lambda: [*look, compat.install_command(newest)],
+        instead=instead,
+    )
 
 
 def _least_driver(capabilities: list[tuple[int, int]], shown: Shown) -> Remediation | None:
