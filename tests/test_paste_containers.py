@@ -42,3 +42,56 @@ def test_the_banners_neighbours_name_nothing() -> None:
         "NOTE: MOFED driver for multi-node communication was not detected.\n"
     )
     assert "container-image-no-driver-detected" not in ids(healthy)
+
+
+# torch's no-driver error as c10/cuda/CUDAFunctions.cpp raises it, and glibc's dlopen error for the driver's library.
+NO_DRIVER = (
+    "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+    "driver from http://www.nvidia.com/Download/index.aspx\n"
+)
+NO_LIBCUDA = "OSError: libcuda.so.1: cannot open shared object file: No such file or directory\n"
+# The container runtimes' own lines as their sources print them: Compose v1's progress line (compose/parallel.py
+# ParallelStreamWriter: "{msg} {name:<width} ... {status}"), Compose v2's ("Container <name>" and the event's status,
+# pkg/progress/event.go StartedEvent), Docker's pull notice (cli/command/container/create.go), a pasted command.
+STARTS = {
+    "compose v1 run": "Creating project_service_run ... done\n",
+    "compose v1 up": "Recreating project_trainer_1 ... done\n",
+    "compose v2": " ✔ Container project-trainer-1  Started\n",
+    "docker pull": "Unable to find image 'pytorch/pytorch:latest' locally\n",
+    "docker run": "$ docker run --rm -it pytorch/pytorch:latest python train.py\n",
+    "podman run": "podman run --rm -it docker.io/pytorch/pytorch python train.py\n",
+}
+STARTED_WITHOUT = "container-started-no-nvidia-driver"
+
+
+@pytest.mark.parametrize("start", STARTS.values(), ids=STARTS.keys())
+@pytest.mark.parametrize("error", [NO_DRIVER, NO_LIBCUDA], ids=("torch", "libcuda"))
+def test_no_driver_in_a_container_a_runtime_started_is_a_container_without_gpus(start: str, error: str) -> None:
+    assert STARTED_WITHOUT in ids(start + error)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "$ docker run --rm --gpus all pytorch/pytorch:latest python train.py\n",
+        "docker run --runtime=nvidia -it pytorch/pytorch python train.py\n",
+        "podman run --device nvidia.com/gpu=all docker.io/pytorch/pytorch python train.py\n",
+    ],
+    ids=("--gpus", "--runtime=nvidia", "cdi"),
+)
+def test_a_start_that_asked_for_the_gpus_is_not_blamed(start: str) -> None:
+    assert STARTED_WITHOUT not in ids(start + NO_DRIVER)
+
+
+def test_no_driver_without_a_container_or_a_container_without_an_error_names_none() -> None:
+    assert STARTED_WITHOUT not in ids(NO_DRIVER)
+    assert not ids("".join(STARTS.values()))
+
+
+def test_the_cure_gives_each_runtimes_own_way_to_ask_for_the_gpus() -> None:
+    entry = signatures.table()[STARTED_WITHOUT]
+    assert entry.owner == "system.container"
+    fixes = " ".join(entry.fix)
+    for way in ("--gpus all", "reservations", "runtime: nvidia", "nvidia.com/gpu", "--device nvidia.com/gpu=all"):
+        assert way in fixes, way
+    assert "nvidia-ctk runtime configure --runtime=docker" in fixes
