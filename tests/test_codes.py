@@ -309,7 +309,7 @@ CASES = {
         "cuda-ecc-uncorrectable"
     },
     # cuDNN and cuBLAS by name, as torch prints them.
-    "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED": {"cuda-error-out-of-memory"},
+    "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED": {"cudnn-handle-not-initialized"},
     "RuntimeError: cuDNN error: CUDNN_STATUS_ARCH_MISMATCH": {"cuda-no-kernel-image"},
     "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb)`": {
         "cuda-unspecified-launch-failure"
@@ -416,3 +416,13 @@ def test_a_launch_timeout_cure_covers_windows_tdr() -> None:
     fix = signatures.table()["cuda-launch-timeout"].fix
     assert any("GraphicsDrivers" in f and "TdrDelay" in f and "REG_DWORD" in f for f in fix)
     assert any(f.startswith("nvidia-smi -i 0 -dm 1") for f in fix)
+
+
+def test_cudnn_not_initialized_cures_a_full_gpu_and_a_driver_older_than_the_cuda_runtime() -> None:
+    """cudnnStatus_t CUDNN_STATUS_NOT_INITIALIZED (cuDNN API reference): cudnnCreate() failed, "usually due to an
+    error in the CUDA Runtime API called by cudnnCreate() or by an error in the hardware setup": the GPU's memory
+    full (who holds it), or a driver older than the CUDA that torch and cuDNN run (which release it supports)."""
+    fix = signatures.table()["cudnn-handle-not-initialized"].fix
+    assert any(f.startswith("nvidia-smi --query-compute-apps=") for f in fix)
+    assert any("torch.version.cuda" in f and "torch.backends.cudnn.version()" in f for f in fix)
+    assert any(f.startswith("nvidia-smi | head -4") and "upgrade the NVIDIA driver" in f for f in fix)
