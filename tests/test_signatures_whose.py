@@ -266,6 +266,16 @@ LINES = [
         "nvidia-docker-unsupported-cuda-version",
         {"image_cuda": "7.5", "driver_cuda": "6.5"},
     ),
+    (  # NVIDIA's CUDA samples, helper_cuda.h check(): "CUDA error at %s:%d code=%d(%s) \"%s\"", at a synchronize
+        'CUDA error at main.cu:196 code=999(cudaErrorUnknown) "cudaDeviceSynchronize()"',
+        "cuda-unknown-error-after-kernel",
+        {"code": "cudaErrorUnknown", "number": "999"},
+    ),
+    (  # Windows' System log, source nvlddmkm, event 4101
+        "Display driver nvlddmkm stopped responding and has successfully recovered.",
+        "windows-display-driver-reset",
+        {},
+    ),
 ]
 
 

@@ -70,11 +70,17 @@ NAME = re.compile(
     r"|NVML_(?:SUCCESS|ERROR_[A-Z_]{1,60})|NVMLError_[A-Za-z]{1,60}|nccl[A-Z][A-Za-z]{1,40}"
     r"|CUDNN_STATUS_[A-Z0-9_]{1,80}|CUBLAS_STATUS_[A-Z_]{1,60})\b"
 )
-# A number after a word that introduces a code; never after "exit" (a process's exit code or status).
+# A number after a word that introduces a code; never after "exit" (a process's exit code or status). A word glued to
+# the number ("999at main.cu", as pasted) leaves it the code; a fraction, a hexadecimal figure ("10de") does not.
 NUMBER = re.compile(
-    r"(?<![\w-])(?<!exit )(error|failure|code|status|result|returned)[ \t]{0,3}[:=#(]?[ \t]{0,3}(\d{1,6})(?![\w.])",
+    r"(?<![\w-])(?<!exit )(error|failure|code|status|result|returned)[ \t]{0,3}[:=#(]?[ \t]{0,3}(\d{1,6})"
+    r"(?![\d_]|\.\d|[xX][0-9a-fA-F]|[0-9a-fA-F]{1,16}\b)",
     re.IGNORECASE,
 )
+# Where a program waits for its kernels (CUDA C++ Programming Guide, Error Checking: a kernel's error is reported by
+# a later call, cudaDeviceSynchronize() the usual one): a code read on such a line is the kernel's end, not CUDA's
+# start, and a family may name another signature for it (families.toml `at_synchronize`).
+SYNCHRONIZE = re.compile(r"\bcu(?:da)?(?:Device|Stream|Ctx|Event)Synchronize\b")
 # The words that introduce a table's code where not all of them do: NCCL's log says "returned 2" of dlopen's errno and
 # "with error 5" of a verbs completion status, so an NCCL number counts only as torch and NCCL print its result
 # ("NCCL error 2", "NCCL Error 2: unhandled system error", ncclResult).
@@ -125,8 +131,10 @@ def _load(name: str) -> dict[str, Any]:
 
 @functools.cache
 def families() -> dict[str, dict[str, str]]:
-    """Each cause family by id: the signature it is sighted as ("" for none) and what it means."""
-    return {f["id"]: {"signature": f.get("signature", ""), "means": f["means"]} for f in _load("families")["family"]}
+    """Each cause family by id: the signature it is sighted as ("" for none), what it means, and the signature of a
+    sighting at a synchronize call ("" for the same)."""
+    keys = ("signature", "at_synchronize")
+    return {f["id"]: {"means": f["means"], **{k: f.get(k, "") for k in keys}} for f in _load("families")["family"]}
 
 
 @functools.cache
@@ -216,9 +224,16 @@ def read(found: Found) -> None:
         if number in taken:
             continue
         code = shown(found.lines[number])
-        if code is None or not code.signature or code.signature in known:
+        signature = code and _at_synchronize(code, found.lines[number])
+        if code is None or not signature or signature in known:
             continue
-        found.signature(code.signature, READER, number, {"code": code.name, "number": str(code.number)})
+        found.signature(signature, READER, number, {"code": code.name, "number": str(code.number)})
+
+
+def _at_synchronize(code: Code, line: str) -> str:
+    """The code's signature, or its family's for a kernel's end where the line names a synchronize call."""
+    other = families()[code.family]["at_synchronize"]
+    return other if other and SYNCHRONIZE.search(line) else code.signature
 
 
 class Libraries:
