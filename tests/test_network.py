@@ -866,3 +866,42 @@ def test_nccl_bootstrapping_on_docker0_between_nodes_is_named_from_its_log() -> 
     assert causes[0].summary.startswith("NCCL's log shows it on docker0 (NCCL_SOCKET_IFNAME unset)")
     one_node = to_snapshot("log", read(lines[0]))
     assert diagnose(Evidence([], one_node, live=False)) == []
+
+
+# An nccl-tests run on one host that ends in NCCL's system error, as nccl-tests and torch print it: the device list
+# (nccl-tests src/common.cu, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x%02x] %s"), NCCLCHECK's failure
+# line (src/common.h, "%s: Test NCCL failure %s:%d '%s'" before v2.13.0) and torch's NCCL_CHECK ("NCCL Error 2:
+# unhandled system error", torch/csrc/cuda/nccl.cpp with ncclGetErrorString(ncclSystemError), src/misc/utils.cc).
+ONE_HOST_SYSTEM_ERROR = """# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 \
+validation: 1
+#
+# Using devices
+#   Rank  0 Pid   4121 on     node07 device  0 [0x3b] NVIDIA GeForce RTX 3090
+#   Rank  1 Pid   4121 on     node07 device  1 [0x5e] NVIDIA GeForce RTX 3090
+node07: Test NCCL failure common.cu:958 'unhandled system error'
+RuntimeError: NCCL Error 2: unhandled system error
+"""
+
+
+def test_nccl_system_error_with_every_rank_on_one_host_names_its_shared_memory() -> None:
+    """NCCL's system error with no WARN line, from a run whose ranks are all on one host: between GPUs of one node
+    NCCL's calls to the system are its shared memory (NCCL troubleshooting, Sharing Data), most often a container's
+    64 MB /dev/shm; the cause leads with df -h /dev/shm and the container settings that give it more."""
+    facts = to_snapshot("paste.txt", read(ONE_HOST_SYSTEM_ERROR))
+    first = diagnose(Evidence([], facts, live=False))[0]
+    assert first.id == "nccl-system-error-one-node" and first.status == Status.WARN, first
+    commands = " ".join(first.remediation.commands)
+    assert "df -h /dev/shm" in commands and "--ipc=host" in commands and "--shm-size" in commands, commands
+    assert "medium: Memory" in commands, commands
+
+
+def test_nccl_system_error_between_nodes_or_with_a_warn_line_is_not_put_on_shared_memory() -> None:
+    """Two hosts in the device list, or a WARN line that names the failing call: the one-node rule stays out (the
+    network's causes or the WARN's own signature speak)."""
+    two = ONE_HOST_SYSTEM_ERROR.replace("on     node07 device  1", "on     node08 device  1")
+    warn = "node07:4121:4150 [0] include/socket.h:403 NCCL WARN Connect to 10.0.0.2<3456> failed\n"
+    warned = ONE_HOST_SYSTEM_ERROR + warn
+    bare = "RuntimeError: NCCL Error 2: unhandled system error\n"
+    for text in (two, warned, bare):
+        facts = to_snapshot("paste.txt", read(text))
+        assert "nccl-system-error-one-node" not in [c.id for c in diagnose(Evidence([], facts, live=False))], text

@@ -8,6 +8,8 @@ explains fold beneath it, as on one node."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpudoctor.diagnosis import Evidence, Found
 from gpudoctor.judging import iommu, network, sockets
 from gpudoctor.model import Cause, Remediation, Status
@@ -84,6 +86,61 @@ def pcie_acs(ev: Evidence) -> list[Found]:
     ]
 
 
+SYSTEM_ERROR = "c10d-nccl-system-error"
+SHM_SOURCE = (
+    "NCCL troubleshooting: ncclSystemError means a call to an external library or the system failed, NCCL_DEBUG=WARN "
+    "names it; Sharing Data / Docker: to share data between ranks NCCL needs shared system memory (/dev/shm) and "
+    "pinned memory, and Docker's default is too small: --shm-size=1g --ulimit memlock=-1 "
+    "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html, "
+    "troubleshooting/runtime_and_mpi_issues.html); Docker run reference, --ipc=host and --shm-size (64 MB by default), "
+    "https://docs.docker.com/reference/cli/docker/container/run/; Kubernetes emptyDir with medium: Memory, "
+    "https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"
+)
+SHM_CURE = Remediation(
+    "Between the GPUs of one node NCCL talks through shared memory (/dev/shm) and pinned memory: give the container "
+    "more, or run with NCCL_DEBUG=WARN to see the call that failed.",
+    [
+        "df -h /dev/shm  # in a container: Docker's default is 64 MB",
+        "docker run --ipc=host ...  # or --shm-size=1g --ulimit memlock=-1; Compose: ipc: host or shm_size: 1gb; "
+        "Kubernetes: an emptyDir with medium: Memory mounted at /dev/shm",
+        "NCCL_DEBUG=WARN torchrun ... 2>&1 | grep 'NCCL WARN'  # your launch: the WARN names the call that failed",
+    ],
+    source=SHM_SOURCE,
+)
+
+
+def one_node(facts: dict[str, Any]) -> bool:
+    """Whether the facts show every NCCL rank on one host (NCCL's own nNodes 1, or an nccl-tests run whose device
+    list names one host for several GPUs) and nothing of traffic between nodes."""
+    nccl = facts.get("nccl") or {}
+    runs = (facts.get("benchmarks") or {}).get("nccl_tests") or []
+    shown = int(nccl.get("nodes") or 0) == 1 or any(
+        len(run.get("hosts") or []) == 1 and len(run.get("devices") or []) > 1 for run in runs
+    )
+    return shown and not network.between_nodes(facts, network.fabric(facts))
+
+
+def nccl_system_error_one_node(ev: Evidence) -> list[Found]:
+    """NCCL's "unhandled system error" with no WARN line that names the call, from a run whose ranks are all on one
+    node: there NCCL's system calls are its shared and pinned memory, most often a container's small /dev/shm."""
+    sightings = [s for s in ev.section("paste").get("signatures") or [] if s.get("id") == SYSTEM_ERROR]
+    runs = (ev.section("benchmarks").get("nccl_tests")) or []
+    failed = [r["failure"] for r in runs if "unhandled system error" in str(r.get("failure") or "")]
+    if not (sightings or failed) or ev.section("nccl").get("warnings") or not one_node(ev.facts):
+        return []
+    quoted = [f"line {s.get('line')}: {s.get('text')}" for s in sightings[:2]] + failed[:1]
+    cause = Cause(
+        "nccl-system-error-one-node",
+        Status.WARN,
+        "NCCL's system error with every rank on one node: its shared memory (/dev/shm) is the call to suspect, most "
+        "often a container's 64 MB",
+        SHM_CURE,
+        evidence=quoted,
+        source=SHM_SOURCE,
+    )
+    return [Found(cause, fold=("torch.nccl", "bench.nccl-tests", "system.shm"))]
+
+
 # Peer-to-peer between GPUs: the findings an IOMMU that translates their DMA explains, beside the network's.
 P2P = ("p2p.access", "allreduce.bandwidth", "bench.nvbandwidth")
 
@@ -145,5 +202,5 @@ def node_settings(ev: Evidence) -> list[Found]:
     return [Found(cause, fold=("cluster.skew", *CROSS_NODE))]
 
 
-RULES = (socket_interfaces, nccl_network, pcie_acs, iommu_translated)
+RULES = (socket_interfaces, nccl_network, pcie_acs, iommu_translated, nccl_system_error_one_node)
 CLUSTER_RULES = (node_settings, node_paths)
