@@ -4,6 +4,7 @@ paste shows (paste/cures.py, the same fix engine a live run uses), or the reason
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,39 @@ def test_no_kernel_image_without_the_gpu_named_gets_both_builds_a_gpu_can_need(t
     assert len(newest) == 1 and len(older) == 1, fix
     assert newest != older
     assert "sm_" in fix["why"] and "sm_" in fix["instead"]["why"]
+
+
+@pytest.mark.parametrize(
+    ("line", "cure"),
+    [
+        (
+            "RuntimeError: CUDA error: forward compatibility was attempted on non supported HW",
+            r"cuda-compat|ubuntu-drivers",
+        ),
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 803: system has unsupported display "
+            "driver / cuda driver combination",
+            r"sudo reboot",
+        ),
+        ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", r"sudo reboot"),
+    ],
+)
+def test_a_driver_that_cannot_start_cuda_gets_a_command_that_cures_it(tmp_path: Path, line: str, cure: str) -> None:
+    """Where the cause depends on the node, the commands that tell which come first, then the cure that fits the
+    common case; never only words."""
+    found = checks(tmp_path, line + "\n")["torch.cuda-available"]
+    said = commands(found)
+    assert any(re.search(cure, c) for c in said), said
+
+
+def test_an_extension_built_for_another_torch_is_rebuilt_against_this_one(tmp_path: Path) -> None:
+    found = checks(
+        tmp_path,
+        "    from mypkg import _C\nImportError: /opt/src/mypkg/_C.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+        "_ZN3c1015SmallVectorBaseIjE8grow_podEPKvmm\n",
+    )["torch.import"]
+    said = commands(found)
+    assert any("--no-build-isolation" in c and "mypkg" in c and "--no-deps" in c for c in said), said
 
 
 def test_a_driver_too_old_gets_the_build_it_runs_from_the_cuda_it_reports(tmp_path: Path) -> None:
