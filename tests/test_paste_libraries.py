@@ -111,3 +111,26 @@ def test_an_imported_package_module_is_not_the_script_its_fixes_rerun() -> None:
     """A package's __init__.py runs "in <module>" as it is imported: the script is the frame outside the packages."""
     assert read(PACKAGE_TRACEBACK).script == "/home/user/train.py"
     assert read(PACKAGE_TRACEBACK.replace('/home/user/train.py", line 2', '<input>", line 1')).script is None
+
+
+# ComfyUI's Windows portable runs its own Python from the portable folder (ComfyUI
+# .ci/windows_nvidia_base_files/run_nvidia_gpu.bat: `.\python_embeded\python.exe -s ComfyUI\main.py`): a traceback
+# through it names the folder, and a pip of another Python would install torch where ComfyUI never looks.
+PORTABLE_CPU_TORCH = r"""  File "C:\CUI\python_embeded\Lib\site-packages\torch\cuda\__init__.py", line 310
+    raise AssertionError("Torch not compiled with CUDA enabled")
+AssertionError: Torch not compiled with CUDA enabled"""
+
+
+def test_a_comfyui_portable_paste_reinstalls_torch_with_the_portables_own_python() -> None:
+    from gpudoctor.paste import cures, summary
+
+    found = read(PORTABLE_CPU_TORCH)
+    assert summary(found)["python"] == "comfyui-portable"
+    made = cures.cure("torch-not-compiled-with-cuda", {}, {"paste": summary(found)})
+    assert made is not None
+    assert made.commands[0].startswith(r".\python_embeded\python.exe -s -m pip install --force-reinstall torch==")
+    assert "--index-url https://download.pytorch.org/whl/cu" in made.commands[0]
+    plain = read(PORTABLE_CPU_TORCH.replace("python_embeded", "python310"))
+    assert "python" not in summary(plain)
+    made = cures.cure("torch-not-compiled-with-cuda", {}, {"paste": summary(plain)})
+    assert made is not None and made.commands[0].startswith("pip install --force-reinstall torch==")

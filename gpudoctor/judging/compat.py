@@ -192,13 +192,21 @@ def installed_build(torch: dict[str, Any], platform: str = "linux_x86_64") -> Bu
     return Build(release_of(torch.get("version")), tag, None, install, platform, toolkit, arch)
 
 
-def install_command(chosen: Build, force: bool = False) -> Command:
+# The pip of a Python an application bundles, by the name a paste's reader gives it: gpudoctor's own text, chosen from
+# this table, never a path from the paste. ComfyUI's Windows portable runs `.\python_embeded\python.exe` from its
+# folder (ComfyUI .ci/windows_nvidia_base_files/run_nvidia_gpu.bat), so its packages install with that Python's pip.
+BUNDLED_PIP = {"comfyui-portable": r".\python_embeded\python.exe -s -m pip"}
+
+
+def install_command(chosen: Build, force: bool = False, python: str | None = None) -> Command:
     """One pip command that installs this build with its torchvision, where PyTorch's previous-versions page
     has them: the find-links page (1.0 to 1.10), the variant's extra index (1.11 to 1.13), the variant's index
     (2.0 on). Versions carry the variant's local tag (`==2.14.0+cu126`), so pip replaces an installed build
     of the same release in another variant instead of keeping it as satisfying `==2.14.0`. `force`: it also
-    replaces what is installed (a broken torch and the CUDA libraries it pulls in). Each value fills a slot checked
-    for what it must be (gpudoctor/command.py): a release from a paste that is not one raises Unsafe."""
+    replaces what is installed (a broken torch and the CUDA libraries it pulls in). `python`: the bundled Python
+    whose pip installs it (BUNDLED_PIP), plain pip otherwise. Each value fills a slot checked for what it must be
+    (gpudoctor/command.py): a release from a paste that is not one raises Unsafe."""
+    pip = BUNDLED_PIP.get(python or "", "pip")
     if chosen.torchvision is None:
         vision = "torchvision"
     elif chosen.torchvision.count(".") == 1:
@@ -208,7 +216,7 @@ def install_command(chosen: Build, force: bool = False) -> Command:
     where = {"find-links": f"-f {FIND_LINKS}", "extra-index": f"--extra-index-url {WHEEL_INDEX}/{{variant}}"}
     template = " ".join(
         [
-            "pip install --force-reinstall" if force else "pip install",
+            f"{pip} install --force-reinstall" if force else f"{pip} install",
             "torch=={release}+{variant}",
             vision,
             where.get(chosen.install, f"--index-url {WHEEL_INDEX}/{{variant}}"),

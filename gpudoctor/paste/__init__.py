@@ -47,6 +47,7 @@ def summary(found: Found) -> dict[str, Any]:
         "signatures": found.signatures,
         **({"script": found.script} if found.script else {}),
         **({"package": found.package} if found.package else {}),
+        **({"python": found.python} if found.python else {}),
     }
 
 

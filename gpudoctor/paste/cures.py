@@ -55,6 +55,11 @@ class Shown:
     def driver(self) -> str | None:
         return (self.facts.get("nvml") or {}).get("driver_version")
 
+    @property
+    def python(self) -> str | None:
+        """The bundled Python the paste's paths show (compat.BUNDLED_PIP), whose pip installs torch there."""
+        return (self.facts.get("paste") or {}).get("python")
+
     def installed(self) -> compat.Build | None:
         """The torch build the paste shows, where it is a CUDA build."""
         if self.torch.get("version") and self.torch.get("cuda"):
@@ -120,7 +125,7 @@ def _arch_unnamed(shown: Shown) -> Remediation:
         fix(
             f"A GPU older than sm_{floor[0]}{floor[1]}: {older.name} still ships kernels from "
             f"sm_{lowest[0]}{lowest[1]} on.",
-            lambda: [compat.install_command(older)],
+            lambda: [compat.install_command(older, python=shown.python)],
         )
         if older and lowest
         else None
@@ -129,7 +134,7 @@ def _arch_unnamed(shown: Shown) -> Remediation:
         "The message does not name the GPU: the first command shows its compute capability (as sm_XY), the second "
         f"the architectures this torch ships. A GPU newer than them: {newest.name} ships kernels for "
         f"{newest.arch[0]} to {newest.arch[-1]}.",
-        lambda: [*look, compat.install_command(newest)],
+        lambda: [*look, compat.install_command(newest, python=shown.python)],
         instead=instead,
     )
 
@@ -148,7 +153,7 @@ def _least_driver(capabilities: list[tuple[int, int]], shown: Shown) -> Remediat
     return fix(
         f"Install {least.name}, which has kernels for {', '.join(f'sm_{a}{b}' for a, b in capabilities)} and needs "
         f"driver >= {needs[least]} (the paste does not show the driver: `nvidia-smi` does).",
-        lambda: ["nvidia-smi | head -4", compat.install_command(least)],
+        lambda: ["nvidia-smi | head -4", compat.install_command(least, python=shown.python)],
         instead=other if other.commands and compat.install_command(least) not in other.commands else None,
     )
 
@@ -183,7 +188,7 @@ def _cuda_build(shown: Shown) -> Remediation:
     return fix(
         f"This torch is a CPU-only build: install {target.name}"
         + (f" (it needs driver >= {needs}: `nvidia-smi` shows the driver)." if needs else "."),
-        lambda: [compat.install_command(target, force=True)],
+        lambda: [compat.install_command(target, force=True, python=shown.python)],
     )
 
 
@@ -200,7 +205,7 @@ def _torchvision(shown: Shown) -> Remediation:
     return fix(
         "torch and torchvision must come from one build: reinstall both together (the paste shows no torch version; "
         "`python -m torch.utils.collect_env` does).",
-        lambda: [compat.install_command(default, force=True)],
+        lambda: [compat.install_command(default, force=True, python=shown.python)],
     )
 
 
@@ -227,7 +232,7 @@ def _shadowed_library(shown: Shown) -> Remediation:
         lambda: [
             'echo "$LD_LIBRARY_PATH"',
             "env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'",
-            compat.install_command(target, force=True),
+            compat.install_command(target, force=True, python=shown.python),
         ],
     )
 
@@ -247,7 +252,7 @@ def _package_of_other_cuda(shown: Shown) -> Remediation | None:
     instead = (
         fix(
             f"Or keep {package} and install a torch built for CUDA {major}, as {package} was.",
-            lambda: [compat.install_command(builds[0], force=True)],
+            lambda: [compat.install_command(builds[0], force=True, python=shown.python)],
         )
         if builds
         else None

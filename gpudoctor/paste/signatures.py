@@ -150,6 +150,10 @@ PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "
 PIP_VALUED |= {"--extra-index-url", "-f", "--find-links", "--prefix", "--root", "--platform", "--python-version"}
 FILE_SUFFIXES = (".txt", ".whl", ".gz", ".zip", ".toml", ".cfg", ".py")
 NOT_THE_PACKAGE = ("torch",)
+# The folder of a Python an application bundles, as its paths show it (spelled so by the application), by the name
+# judging/compat.py BUNDLED_PIP gives its pip: ComfyUI's Windows portable (.ci/windows_nvidia_base_files/
+# run_nvidia_gpu.bat runs .\python_embeded\python.exe).
+BUNDLED_PYTHON = {"comfyui-portable": "python_embeded"}
 # The innermost frame's source line, which CPython's traceback prints right above the exception line (traceback
 # module, https://docs.python.org/3/library/traceback.html, StackSummary.format): an import statement there names the
 # module whose load failed, the top-level package its first word.
@@ -173,6 +177,7 @@ def read(found: Found) -> None:
         None,
     )
     found.package = _package(found)
+    found.python = next((name for name, folder in BUNDLED_PYTHON.items() if found.holding((folder,))), None)
     _tensorflow_start(found)
     container_start.sight(found, READER)
 
