@@ -905,3 +905,15 @@ def test_nccl_system_error_between_nodes_or_with_a_warn_line_is_not_put_on_share
     for text in (two, warned, bare):
         facts = to_snapshot("paste.txt", read(text))
         assert "nccl-system-error-one-node" not in [c.id for c in diagnose(Evidence([], facts, live=False))], text
+
+
+def test_one_node_nccl_log_without_rdma_devices_warns_no_machine_check() -> None:
+    """A single rank's NCCL 2.19.3 INFO log on a cloud VM without RDMA NICs (NCCL prints "NET/IB : No device found"
+    on every machine without one, src/transport/net_ib.cc): a working machine, whose INFO lines are no finding of
+    system.infiniband or any other machine check."""
+    path = PASTES / "nccl" / "info-2.19.3-single-rank-socket-gcp.txt"
+    facts = snapshot(path)
+    report = json.loads(gpudoctor("check", "--from", str(path), "--json").stdout)
+    judged = [c for c in report["checks"] if c["status"] in ("warn", "fail") and not c["check_id"].startswith("prog")]
+    assert not judged and not report["causes"], (judged, report["causes"])
+    assert facts["nccl"]["no_rdma"], facts["nccl"]  # the reader keeps the fact for network.nccl's own judgement
