@@ -48,6 +48,7 @@ def summary(found: Found) -> dict[str, Any]:
         **({"script": found.script} if found.script else {}),
         **({"package": found.package} if found.package else {}),
         **({"python": found.python} if found.python else {}),
+        **({"apps": list(found.apps)} if found.apps else {}),
     }
 
 

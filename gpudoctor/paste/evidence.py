@@ -142,7 +142,8 @@ def _remedy(signature: Signature, values: dict[str, Any], facts: dict[str, Any],
     if cured is not None:
         return Remediation(f"{why} {cured.why}", cured.commands, cured.instead, signature.source)
     pasted = facts.get("paste") or {}
-    commands, refused = signature.fixes({k: pasted.get(k) for k in WHOLE_PASTE} | values)
+    apps = tuple(pasted.get("apps") or ())
+    commands, refused = signature.fixes({k: pasted.get(k) for k in WHOLE_PASTE} | values, apps)
     left = f" (a command left out: {'; '.join(refused)})" if refused else ""
     none = f" No command cures it here: {signature.no_fix}" if signature.no_fix and not commands else ""
     return Remediation(f"{why}{left}{none}", commands, source=signature.source)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -67,18 +67,20 @@ class Signature:
     no_fix: str = ""  # why no command cures it (the cause is elsewhere, or only a person can act)
     leads: bool = False  # it names why its owner's failure holds: its cure leads the owner's own (paste/evidence.py)
     stands_for: str = ""  # the owner's own finding it stands for, which the owner's cure reads (paste/cures.py)
+    fix_in: dict[str, tuple[str, ...]] = field(default_factory=dict)  # an application's own commands, by APPS name
 
     @property
     def headline(self) -> str:
         """The verdict line: the signature's `summary`, else its cause's first clause."""
         return self.summary or self.cause.split(". ")[0].split(": ")[0].rstrip(".")
 
-    def fixes(self, values: dict[str, Any]) -> tuple[list[Command], list[str]]:
+    def fixes(self, values: dict[str, Any], apps: tuple[str, ...] = ()) -> tuple[list[Command], list[str]]:
         """The fix commands with their slots filled from the match's groups (and the paste's script), each value
-        checked for its slot's kind and quoted (gpudoctor/command.py); a command whose value the paste does not
-        give, or gives as no word, is left out, and the second list says why."""
+        checked for its slot's kind and quoted (gpudoctor/command.py), the commands of the applications the paste
+        shows (`fix_in`) first; a command whose value the paste does not give, or gives as no word, is left out,
+        and the second list says why."""
         built, refused = [], []
-        for template in self.fix:
+        for template in (*(t for app in apps for t in self.fix_in.get(app, ())), *self.fix):
             try:
                 made = command(template, **{k: v for k, v in values.items() if isinstance(v, str | int)})
             except Unsafe as exc:
@@ -128,6 +130,7 @@ def _signature(entry: dict[str, Any], file: str) -> Signature:
         no_fix=entry.get("no_fix", ""),
         leads=bool(entry.get("leads", False)),
         stands_for=entry.get("stands_for", ""),
+        fix_in={app: tuple(fixes) for app, fixes in entry.get("fix_in", {}).items()},
     )
 
 
@@ -154,6 +157,19 @@ NOT_THE_PACKAGE = ("torch",)
 # judging/compat.py BUNDLED_PIP gives its pip: ComfyUI's Windows portable (.ci/windows_nvidia_base_files/
 # run_nvidia_gpu.bat runs .\python_embeded\python.exe).
 BUNDLED_PYTHON = {"comfyui-portable": "python_embeded"}
+# The applications a paste shows by their own paths and module names (a traceback's frames, a launcher's line): their
+# own settings lead a cure where a signature names them (`fix_in`). ComfyUI: its comfy package and its portable's
+# python_embeded; vLLM: its package folder and its entry points.
+APPS = {
+    "comfyui": (
+        "comfy/model_management",
+        "comfy\\model_management",
+        "ComfyUI/main.py",
+        "ComfyUI\\main.py",
+        "python_embeded",
+    ),
+    "vllm": ("site-packages/vllm/", "dist-packages/vllm/", "site-packages\\vllm\\", "vllm.entrypoints", "vllm serve"),
+}
 # The innermost frame's source line, which CPython's traceback prints right above the exception line (traceback
 # module, https://docs.python.org/3/library/traceback.html, StackSummary.format): an import statement there names the
 # module whose load failed, the top-level package its first word.
@@ -178,6 +194,7 @@ def read(found: Found) -> None:
     )
     found.package = _package(found)
     found.python = next((name for name, folder in BUNDLED_PYTHON.items() if found.holding((folder,))), None)
+    found.apps = tuple(app for app, marks in APPS.items() if found.holding(marks))
     _tensorflow_start(found)
     container_start.sight(found, READER)
 
