@@ -107,6 +107,21 @@ def test_an_extension_built_for_another_torch_is_rebuilt_against_this_one(tmp_pa
     assert any("--no-build-isolation" in c and "mypkg" in c and "--no-deps" in c for c in said), said
 
 
+def test_a_line_two_signatures_read_is_judged_by_the_one_with_the_cure(tmp_path: Path) -> None:
+    """cuDNN 9's loader line is read by the general 'cuDNN not found' signature (no one command) and by the cuDNN 9
+    one (its commands): one verdict, the one that cures it; a general signature alone still speaks."""
+    paste = tmp_path / "paste.txt"
+    paste.write_text(
+        "Unable to load any of {libcudnn_cnn.so.9.1.0, libcudnn_cnn.so.9.1, libcudnn_cnn.so.9, libcudnn_cnn.so}\n"
+    )
+    document = json.loads(gpudoctor("check", "--from", str(paste), "--json").stdout)
+    said = [c for c in document["checks"] if c["check_id"] == "torch.cudnn"]
+    assert [c["aspect"] for c in said] == ["cudnn9-not-on-library-path"], said
+    assert said[0]["remediation"]["commands"]
+    alone = checks(tmp_path, "OSError: libcudnn.so.7: cannot open shared object file: No such file or directory\n")
+    assert alone["torch.cudnn"]["aspect"] == "libcudnn-not-found"
+
+
 def test_a_driver_too_old_gets_the_build_it_runs_from_the_cuda_it_reports(tmp_path: Path) -> None:
     found = checks(
         tmp_path,

@@ -49,7 +49,7 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bo
     if all(r.status == Status.SKIP for r in results):
         if live:
             return [_unconfirmed(check_id, results[0].summary, *s) for s in sightings]
-        return [_verdict(*s, facts=facts) for s in sightings]
+        return _curing([(s[1], _verdict(*s, facts=facts)) for s in sightings])
     judged = worst([r.status for r in results])
     if judged in (Status.FAIL, Status.WARN, Status.ERROR, Status.TIMEOUT):
         lead = next(r for r in results if r.status == judged)
@@ -62,6 +62,14 @@ def attach(check_id: str, results: list[Result], facts: dict[str, Any], live: bo
     if live:
         return results + [_not_here(check_id, judged, *s) for s in sightings]
     return results + [_verdict(*s, beside=judged, facts=facts) for s in sightings]
+
+
+def _curing(verdicts: list[tuple[dict[str, Any], Result]]) -> list[Result]:
+    """One verdict per line where several signatures of one owner read it: a general one that gives no command
+    gives way to a more specific one that cures it (cuDNN's loader line: "a cuDNN library cannot be found" and
+    "a program needs cuDNN 9"); where none on the line gives a command, each stays."""
+    cured_lines = {s["line"] for s, r in verdicts if r.remediation and r.remediation.commands}
+    return [r for s, r in verdicts if s["line"] not in cured_lines or (r.remediation and r.remediation.commands)]
 
 
 def _leading(
