@@ -95,3 +95,36 @@ def test_the_cure_gives_each_runtimes_own_way_to_ask_for_the_gpus() -> None:
     for way in ("--gpus all", "reservations", "runtime: nvidia", "nvidia.com/gpu", "--device nvidia.com/gpu=all"):
         assert way in fixes, way
     assert "nvidia-ctk runtime configure --runtime=docker" in fixes
+
+
+# moby's two wordings (daemon/daemon_unix.go verifyPlatformContainerSettings before 23.0, daemon/runtime_unix.go
+# after), as docker run and Compose print them.
+UNKNOWN_RUNTIME = {
+    "docker run": "docker: Error response from daemon: Unknown runtime specified nvidia.",
+    "compose v1": "ERROR: for nada  Cannot create container for service nada: Unknown runtime specified nvidia",
+    "moby 23+": "Error response from daemon: unknown or invalid runtime name: nvidia",
+}
+
+
+@pytest.mark.parametrize("line", UNKNOWN_RUNTIME.values(), ids=UNKNOWN_RUNTIME.keys())
+def test_an_unknown_nvidia_runtime_is_docker_without_the_toolkits_runtime(line: str) -> None:
+    assert ids(line) == {"docker-unknown-runtime-nvidia"}
+
+
+def test_another_unknown_runtime_is_not_ours() -> None:
+    assert not ids("docker: Error response from daemon: Unknown runtime specified runsc.")
+
+
+def test_the_unknown_runtime_cure_installs_registers_and_restarts_or_asks_with_gpus() -> None:
+    entry = signatures.table()["docker-unknown-runtime-nvidia"]
+    fixes = " ".join(entry.fix)
+    for way in (
+        "docker info",
+        "nvidia-ctk runtime configure --runtime=docker",
+        "systemctl restart docker",
+        "apt-get install -y nvidia-container-toolkit",
+        "dnf install -y nvidia-container-toolkit",
+        "--gpus all",
+        "reservations",
+    ):
+        assert way in fixes, way

@@ -10,8 +10,9 @@ import re
 from gpudoctor.paste.found import Found
 
 SIGNATURE = "container-started-no-nvidia-driver"
-# The signatures of a driver library this environment cannot load (data/signatures/errors.toml).
-NO_DRIVER = ("no-nvidia-driver", "libcuda-not-found", "libnvidia-ml-not-found")
+# The signatures of a driver library this environment cannot load (data/signatures/errors.toml), and torch's own
+# answer that it sees no GPU (node.toml).
+NO_DRIVER = ("no-nvidia-driver", "libcuda-not-found", "libnvidia-ml-not-found", "torch-cuda-not-available")
 NEEDLES = ("... done", "Container ", "Unable to find image", "docker", "podman", "nerdctl", "kubectl")
 STARTED = (
     # Compose v1 (docker/compose 1.x compose/parallel.py ParallelStreamWriter.write: "{msg} {name:<width} ... {status}",
