@@ -917,3 +917,38 @@ def test_one_node_nccl_log_without_rdma_devices_warns_no_machine_check() -> None
     judged = [c for c in report["checks"] if c["status"] in ("warn", "fail") and not c["check_id"].startswith("prog")]
     assert not judged and not report["causes"], (judged, report["causes"])
     assert facts["nccl"]["no_rdma"], facts["nccl"]  # the reader keeps the fact for network.nccl's own judgement
+
+
+# torch's NCCL error as ProcessGroupNCCL words it (C10D_NCCL_CHECK, torch/csrc/distributed/c10d/NCCLUtils.hpp, with
+# ncclGetErrorString(ncclSystemError)) beside the launch command that started it: torchrun's --nnodes takes a count or
+# <min>:<max> (torch/distributed/run.py), DeepSpeed's launcher --num_nodes (deepspeed/launcher/runner.py), Accelerate's
+# --num_machines (accelerate/commands/launch.py).
+SYSTEM_ERROR = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.14.3\n"
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "torchrun \\\n    --nnodes=2 \\\n    --nproc_per_node=8 \\\n    train.py\n",
+        "torchrun --nnodes 1:3 --nproc-per-node 4 --rdzv-backend c10d train.py\n",
+        "deepspeed --num_nodes=2 --num_gpus=8 train.py\n",
+        "accelerate launch --num_machines 2 --machine_rank 0 train.py\n",
+    ],
+)
+def test_nccl_system_error_of_a_job_launched_on_several_nodes_names_the_sockets_between_them(launch: str) -> None:
+    """NCCL's system error with no WARN line, from a job its launch command spreads over several nodes: the calls
+    between nodes are NCCL's sockets (NCCL troubleshooting, IP Network Interfaces): the interface NCCL_SOCKET_IFNAME
+    names, and containers' host networking, lead."""
+    facts = to_snapshot("paste.txt", read(SYSTEM_ERROR + launch))
+    assert facts["nccl"]["launch_nodes"] > 1, facts.get("nccl")
+    first = diagnose(Evidence([], facts, live=False))[0]
+    assert first.id == "nccl-system-error-between-nodes" and first.status == Status.WARN, first
+    commands = " ".join(first.remediation.commands)
+    assert "NCCL_SOCKET_IFNAME" in commands and "--network=host" in commands and "hostNetwork" in commands, commands
+
+
+def test_a_launch_command_on_one_node_names_no_network_between_nodes() -> None:
+    """--nnodes=1 (or no node count) is one node: the between-nodes rule stays out."""
+    for launch in ("torchrun --nnodes=1 --nproc_per_node=8 train.py\n", "torchrun --standalone train.py\n"):
+        facts = to_snapshot("paste.txt", read(SYSTEM_ERROR + launch))
+        assert "nccl-system-error-between-nodes" not in [c.id for c in diagnose(Evidence([], facts, live=False))]

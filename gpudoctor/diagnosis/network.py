@@ -109,6 +109,35 @@ SHM_CURE = Remediation(
 )
 
 
+SOCKETS_SOURCE = (
+    "NCCL troubleshooting, IP Network Interfaces: an interface that is up but cannot reach the other nodes makes NCCL "
+    "fail in its init functions or hang; NCCL_SOCKET_IFNAME names the one to use "
+    "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html, env.html#nccl-socket-ifname); "
+    "Docker, host network driver, https://docs.docker.com/engine/network/drivers/host/; Kubernetes PodSpec "
+    "hostNetwork, https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/"
+)
+SOCKETS_CURE = Remediation(
+    "Between nodes NCCL's system calls are its sockets: name the interface on the nodes' own network, and give "
+    "containers the host's network, or run with NCCL_DEBUG=WARN to see the call that failed.",
+    [
+        "ip -brief address  # on each node: the interface on the network the nodes share; docker0, br-*, veth* and lo "
+        "reach no other node",
+        "export NCCL_SOCKET_IFNAME=eth0  # that interface's name (or a prefix: NCCL_SOCKET_IFNAME=^docker,lo,veth), on "
+        "every node",
+        "docker run --network=host ...  # ranks in containers: a bridge network hides the nodes from each other; "
+        "Kubernetes: hostNetwork: true",
+        "NCCL_DEBUG=WARN torchrun ... 2>&1 | grep 'NCCL WARN'  # your launch: the WARN names the call that failed",
+    ],
+    source=SOCKETS_SOURCE,
+)
+
+
+def spans_nodes(facts: dict[str, Any]) -> bool:
+    """Whether the facts show a job over several nodes: NCCL's own, or a pasted launch command's node count."""
+    nccl = facts.get("nccl") or {}
+    return int(nccl.get("launch_nodes") or 0) > 1 or network.between_nodes(facts, network.fabric(facts))
+
+
 def one_node(facts: dict[str, Any]) -> bool:
     """Whether the facts show every NCCL rank on one host (NCCL's own nNodes 1, or an nccl-tests run whose device
     list names one host for several GPUs) and nothing of traffic between nodes."""
@@ -117,18 +146,26 @@ def one_node(facts: dict[str, Any]) -> bool:
     shown = int(nccl.get("nodes") or 0) == 1 or any(
         len(run.get("hosts") or []) == 1 and len(run.get("devices") or []) > 1 for run in runs
     )
-    return shown and not network.between_nodes(facts, network.fabric(facts))
+    return shown and not spans_nodes(facts)
+
+
+def system_errors(ev: Evidence) -> list[str]:
+    """The lines of NCCL's "unhandled system error" (torch's wording, nccl-tests' failure line), quoted; none where
+    NCCL printed a WARN line, which names the call and has a signature of its own."""
+    if ev.section("nccl").get("warnings"):
+        return []
+    sightings = [s for s in ev.section("paste").get("signatures") or [] if s.get("id") == SYSTEM_ERROR]
+    runs = (ev.section("benchmarks").get("nccl_tests")) or []
+    failed = [r["failure"] for r in runs if "unhandled system error" in str(r.get("failure") or "")]
+    return [f"line {s.get('line')}: {s.get('text')}" for s in sightings[:2]] + failed[:1]
 
 
 def nccl_system_error_one_node(ev: Evidence) -> list[Found]:
     """NCCL's "unhandled system error" with no WARN line that names the call, from a run whose ranks are all on one
     node: there NCCL's system calls are its shared and pinned memory, most often a container's small /dev/shm."""
-    sightings = [s for s in ev.section("paste").get("signatures") or [] if s.get("id") == SYSTEM_ERROR]
-    runs = (ev.section("benchmarks").get("nccl_tests")) or []
-    failed = [r["failure"] for r in runs if "unhandled system error" in str(r.get("failure") or "")]
-    if not (sightings or failed) or ev.section("nccl").get("warnings") or not one_node(ev.facts):
+    quoted = system_errors(ev)
+    if not quoted or not one_node(ev.facts):
         return []
-    quoted = [f"line {s.get('line')}: {s.get('text')}" for s in sightings[:2]] + failed[:1]
     cause = Cause(
         "nccl-system-error-one-node",
         Status.WARN,
@@ -139,6 +176,24 @@ def nccl_system_error_one_node(ev: Evidence) -> list[Found]:
         source=SHM_SOURCE,
     )
     return [Found(cause, fold=("torch.nccl", "bench.nccl-tests", "system.shm"))]
+
+
+def nccl_system_error_between_nodes(ev: Evidence) -> list[Found]:
+    """NCCL's "unhandled system error" with no WARN line, from a job over several nodes (a launch command's node
+    count, NCCL's own): the calls between nodes are its sockets, on an interface the other nodes cannot reach."""
+    quoted = system_errors(ev)
+    if not quoted or not spans_nodes(ev.facts):
+        return []
+    cause = Cause(
+        "nccl-system-error-between-nodes",
+        Status.WARN,
+        "NCCL's system error in a job over several nodes: its sockets between the nodes are the call to suspect (an "
+        "interface the others cannot reach, a container's bridge network)",
+        SOCKETS_CURE,
+        evidence=quoted,
+        source=SOCKETS_SOURCE,
+    )
+    return [Found(cause, fold=("torch.nccl", "bench.nccl-tests", "network.interfaces"))]
 
 
 # Peer-to-peer between GPUs: the findings an IOMMU that translates their DMA explains, beside the network's.
@@ -202,5 +257,12 @@ def node_settings(ev: Evidence) -> list[Found]:
     return [Found(cause, fold=("cluster.skew", *CROSS_NODE))]
 
 
-RULES = (socket_interfaces, nccl_network, pcie_acs, iommu_translated, nccl_system_error_one_node)
+RULES = (
+    socket_interfaces,
+    nccl_network,
+    pcie_acs,
+    iommu_translated,
+    nccl_system_error_one_node,
+    nccl_system_error_between_nodes,
+)
 CLUSTER_RULES = (node_settings, node_paths)

@@ -235,6 +235,7 @@ class NcclFacts(TypedDict, total=False):
     trees: bool
     nodes: int  # nNodes, localRanks (2.19+)
     local_ranks: int
+    launch_nodes: int  # the nodes a pasted launch command asks for (torchrun --nnodes, --num_nodes, --num_machines)
     nvls: bool
     ranks: int
     warnings: list[str]

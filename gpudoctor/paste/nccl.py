@@ -25,7 +25,9 @@ What it records:
   NCCL's network code or a network plugin printed: its text, the file or function that printed it, whether a
   plugin did, and its line; gpudoctor/judging/net_warnings.py judges them);
 - `system.env.NCCL_*` from "NCCL_X set by environment to V" (NCCL prints what it read; integer parameters
-  as it parsed them).
+  as it parsed them);
+- `nccl.launch_nodes`: the nodes a launch command pasted beside the log asks for (torchrun's --nnodes, DeepSpeed's
+  --num_nodes, Accelerate's --num_machines), read as "launch command".
 
 Formats: NVIDIA/nccl src/debug.cc (prefixes), src/init.cc (version, "Using network", "nNodes"), src/misc/
 cudawrap.cc (cudaDriverVersion), src/bootstrap.cc, src/transport/net_socket.cc and net_ib (interfaces, "No device
@@ -44,6 +46,14 @@ from dataclasses import dataclass, field
 from gpudoctor.paste.found import QUOTED, Found
 
 READER = "NCCL log"
+LAUNCHER = "launch command"
+# The node count of the launchers users paste: torchrun / torch.distributed.run's --nnodes, a count or <min>:<max>
+# (torch/distributed/run.py, "--nnodes", "--nnodes=1:4"; torch.distributed.launch took --nnodes too), DeepSpeed's
+# --num_nodes (deepspeed/launcher/runner.py) and Accelerate's --num_machines (accelerate/commands/launch.py).
+LAUNCH_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes", "--num_machines", "--num-machines")
+LAUNCH_NODES = re.compile(
+    r"(?<!\S)--(?:nnodes|num[_-]nodes|num[_-]machines)[= ]\s{0,3}(\d{1,5})(?::(\d{1,5}))?(?![\w.:])"
+)
 MAX_WARNINGS = 100  # distinct WARN texts kept; a flood repeats a few
 MAX_NET_WARNINGS = 20  # the network's WARN lines kept with their source and line: the first are the ones to read
 SOURCE_CHARS = 120  # of the text before "NCCL WARN": the printer's file:line or function (a longer one is cut)
@@ -180,7 +190,9 @@ class NcclLog:
 
 
 def read(found: Found) -> None:
-    """Every NCCL log line; nothing from lines that are not NCCL's."""
+    """Every NCCL log line; nothing from lines that are not NCCL's. Beside them, the node count of a pasted launch
+    command (`launch_nodes`)."""
+    launch_nodes(found)
     log = NcclLog()
     for number in found.holding(("NCCL", "nccl", "Pid", "fi_getinfo", *OTHER_PROGRAM, *BARE)):
         line = found.lines[number]
@@ -191,6 +203,14 @@ def read(found: Found) -> None:
         elif "<warn> fi_getinfo" in line:
             _seen(log.no_rdma, line, number)
     record(found, log)
+
+
+def launch_nodes(found: Found) -> None:
+    """`nccl.launch_nodes`: the most nodes a pasted launch command asks for (the upper bound of torchrun's
+    <min>:<max>), where the paste shows how the job that met NCCL's error was started."""
+    for number in found.holding(LAUNCH_FLAGS):
+        for match in LAUNCH_NODES.finditer(found.lines[number]):
+            found.fact("nccl.launch_nodes", int(match.group(2) or match.group(1)), LAUNCHER, number)
 
 
 def read_line(found: Found, log: NcclLog, number: int, line: str) -> None:
