@@ -234,3 +234,18 @@ def test_a_run_that_loads_nvml_is_none_of_them() -> None:
     healthy = copy.deepcopy(load_snapshot("h100-sxm-8x"))
     healthy["system"]["devices"] = {"pci_functions": 1, "nvidia_gpus": [], "device_files": [], "module_loaded": False}
     assert nogpu.classify(healthy["nvml"], healthy["system"]) is None
+
+
+def test_a_container_without_gpus_is_told_each_runtimes_way_to_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker's --gpus, Compose's device reservation (or runtime: nvidia in the 2.3 file format), Podman's CDI device
+    and a pod's nvidia.com/gpu limit (with the nvidia runtime class where containerd's default is runc): the NVIDIA
+    Container Toolkit's, Docker's and Kubernetes' documented forms."""
+    cure = causes_of(facts_of("container-without-gpus", monkeypatch))[0].remediation
+    said = cure.why + " ".join(cure.commands)
+    for way in ("--gpus all", "deploy.resources.reservations.devices", "runtime: nvidia", "nvidia.com/gpu"):
+        assert way in said, way
+    assert any(c.startswith("podman run --rm --device nvidia.com/gpu=all") for c in cure.commands)
+    facts = facts_of("container-without-gpus", monkeypatch)
+    facts["system"]["container"] = "kubepods"
+    pod = causes_of(facts)[0].remediation
+    assert "runtimeClassName: nvidia" in pod.why and any("runtimeclass" in c for c in pod.commands)

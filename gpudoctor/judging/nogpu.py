@@ -62,7 +62,9 @@ SOURCES = {
     CONTAINER_WITHOUT_GPUS: f"{TOOLKIT_SPECIALIZED}: GPUs are given with `--gpus` or NVIDIA_VISIBLE_DEVICES (void, "
     f"empty or unset: no GPU); {TOOLKIT_INSTALL}; Docker, Run Docker Compose services with GPU access (docs.docker"
     ".com/compose/gpu-support): a device reservation must set `capabilities: [gpu]`; Kubernetes, Schedule GPUs "
-    "(kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/): a `nvidia.com/gpu` limit",
+    "(kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/): a `nvidia.com/gpu` limit; NVIDIA Container Toolkit, "
+    "Support for Container Device Interface (cdi-support.html): podman run --device nvidia.com/gpu=all; NVIDIA "
+    "k8s-device-plugin README: runtimeClassName: nvidia",
     CONTAINER_WITHOUT_CAPABILITIES: f"{TOOLKIT_SPECIALIZED}, driver capabilities: NVIDIA_DRIVER_CAPABILITIES "
     "compute is required for CUDA, utility for nvidia-smi and NVML; empty or unset: utility,compute. The devices are "
     "given whatever the capabilities (NVIDIA/k8s-device-plugin#284, elezar)",
@@ -260,17 +262,25 @@ def _container_without_gpus(state: NoGpu, status: str, env: dict[str, str]) -> t
     if state.container in KUBERNETES:
         return summary, Remediation(
             f"{asked}a pod asks with a nvidia.com/gpu limit in its container's resources (limits: nvidia.com/gpu: "
-            "N), on a node where the NVIDIA device plugin offers GPUs.",
-            ["kubectl describe nodes | grep -i nvidia.com/gpu  # the nodes that offer GPUs, and how many"],
+            "N), on a node where the NVIDIA device plugin offers GPUs, and runs under the NVIDIA runtime "
+            "(runtimeClassName: nvidia where containerd's default runtime is runc).",
+            [
+                "kubectl describe nodes | grep -i nvidia.com/gpu  # the nodes that offer GPUs, and how many",
+                "kubectl get runtimeclass nvidia  # it must exist where the pod needs runtimeClassName: nvidia",
+            ],
         )
     return summary, Remediation(
         f"{asked}Docker with --gpus all; Docker Compose with a device reservation under deploy.resources."
-        "reservations.devices (driver: nvidia, count: all, capabilities: [gpu]); Kubernetes with a nvidia.com/gpu "
-        "limit. Where the host has no toolkit, install it (nvidia-container-toolkit) and register its runtime.",
+        "reservations.devices (driver: nvidia, count: all, capabilities: [gpu]; the 2.3 file format: runtime: "
+        "nvidia); Podman with the toolkit's CDI device (--device nvidia.com/gpu=all); Kubernetes with a "
+        "nvidia.com/gpu limit. Where the host has no toolkit, install it (nvidia-container-toolkit) and register "
+        "its runtime.",
         [
             "docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all IMAGE  # IMAGE: the image it runs",
             "docker info | grep -i runtimes  # on the host: nvidia must be listed",
             "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker  # on the host",
+            "podman run --rm --device nvidia.com/gpu=all --security-opt=label=disable IMAGE nvidia-smi -L  # Podman: "
+            "the CDI spec comes from sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
         ],
     )
 
