@@ -128,3 +128,16 @@ def test_the_unknown_runtime_cure_installs_registers_and_restarts_or_asks_with_g
         "reservations",
     ):
         assert way in fixes, way
+
+
+def test_docker_without_a_gpu_device_driver_is_told_to_install_the_toolkit_its_distributions_way() -> None:
+    """moby's 'could not select device driver "" with capabilities: [[gpu]]': no NVIDIA Container Toolkit registered
+    with Docker; its install guide's apt and dnf packages, then nvidia-ctk and a restart."""
+    fixes = " ".join(signatures.table()["docker-no-gpu-runtime"].fix)
+    for way in (
+        "apt-get install -y nvidia-container-toolkit",
+        "dnf install -y nvidia-container-toolkit",
+        "nvidia-ctk runtime configure --runtime=docker",
+        "systemctl restart docker",
+    ):
+        assert way in fixes, way
