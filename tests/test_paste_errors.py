@@ -221,6 +221,15 @@ def test_sample_values_name_what_the_line_says() -> None:
 # One line per entry as its emitter prints it (from the threads and code each entry's `source` names), with
 # the errors.toml signatures it must give and the values they carry.
 EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
+    # transformers/training_args.py TrainingArguments.__post_init__, bf16 asked where is_torch_bf16_gpu_available()
+    # is False: the suffix where CUDA is available (a pre-Ampere GPU), the bare text where it is not (older releases
+    # said "You need torch>=1.10, using Ampere GPU with cuda>=11.0").
+    (
+        "ValueError: Your setup doesn't support bf16/gpu. You need Ampere+ GPU with cuda>=11.0",
+        {"transformers-bf16-unsupported"},
+        {},
+    ),
+    ("ValueError: Your setup doesn't support bf16/gpu.", {"transformers-bf16-unsupported"}, {}),
     (
         "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
         "(10.1.2.3, 29500).",

@@ -114,6 +114,12 @@ def test_each_verdict_prints_its_own_cure() -> None:
 
 # One line per new entry, as its emitter prints it (the format string its `source` names).
 LINES = [
+    (  # vLLM's worker at start (vllm/v1/worker/gpu_worker.py init_device): the GPU's free memory below its share
+        "ValueError: Free memory on device cuda:0 (3.27/15.98 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 14.39 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        "vllm-free-memory-below-utilization",
+        {"free": "3.27", "total": "15.98", "share": "0.9"},
+    ),
     (  # TF 1.x gpu_device.cc's device line, its HumanReadableNumBytes figures: 11.17 GiB, of which 304.31 MiB free
         "totalMemory: 11.17GiB freeMemory: 304.31MiB",
         "tensorflow-gpu-held-at-start",
@@ -366,3 +372,11 @@ def test_no_driver_outside_a_compose_log_is_not_a_compose_services() -> None:
 )
 def test_tensorflow_start_line_with_its_gpu_mostly_free_blames_no_one(line: str) -> None:
     assert not [s for s in read(line).signatures if s["id"] == "tensorflow-gpu-held-at-start"]
+
+
+def test_vllms_short_free_memory_at_start_names_the_other_processes_and_its_share_flag() -> None:
+    """vLLM reserves --gpu-memory-utilization of the whole GPU at start (engine arguments): with less free than that,
+    other processes hold the rest; the cure ends them or asks for a share below what is free."""
+    made = fixes("vllm-free-memory-below-utilization", {"free": "3.27", "total": "15.98", "share": "0.9"})
+    assert made[0].startswith("nvidia-smi --query-compute-apps=")
+    assert any(c.startswith("vllm serve ... --gpu-memory-utilization") and "3.27" in c for c in made)
