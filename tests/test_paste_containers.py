@@ -141,3 +141,17 @@ def test_docker_without_a_gpu_device_driver_is_told_to_install_the_toolkit_its_d
         "systemctl restart docker",
     ):
         assert way in fixes, way
+
+
+# libnvidia-container's refusal under WSL (nvc_init, after dxcore found no usable adapter), as Docker prints it.
+WSL_NO_ADAPTER = (
+    "nvidia-container-cli: initialization error: WSL environment detected but no adapters were found: unknown."
+)
+
+
+def test_wsl_without_an_nvidia_adapter_is_told_to_give_wsl_2_the_windows_driver() -> None:
+    assert ids(WSL_NO_ADAPTER) == {"wsl-no-gpu-adapter"}
+    entry = signatures.table()["wsl-no-gpu-adapter"]
+    fixes = " ".join(entry.fix)
+    for way in ("wsl.exe --list --verbose", "wsl.exe --update", "wsl.exe --shutdown", "nvidia-smi"):
+        assert way in fixes, way
