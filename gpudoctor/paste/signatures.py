@@ -174,7 +174,7 @@ APPS = {
 # module, https://docs.python.org/3/library/traceback.html, StackSummary.format): an import statement there names the
 # module whose load failed, the top-level package its first word.
 IMPORT_STATEMENT = re.compile(
-    r"\s*(?:from\s+([A-Za-z_]\w{0,99})(?:\.\w{1,100}){0,20}\s+import\s|import\s+([A-Za-z_]\w{0,99}))"
+    r"\A\s*(?:from\s+([A-Za-z_]\w{0,99})(?:\.\w{1,100}){0,20}\s+import\s|import\s+([A-Za-z_]\w{0,99}))"
 )
 RAISED = ("ImportError:", "OSError:", "ModuleNotFoundError:")
 
