@@ -47,6 +47,10 @@ HOSTILE: dict[str, tuple[str, ...]] = {
     "libtorch names": ("cannot open shared object file ", "libtorch_"),
     "row starts without fields": ("# nThread 1 nGpus 1\n", "1[1]1[1]Ax"),
     "nvbandwidth JSON hosts": ('{\n"nvbandwidth": {"GPU Device list": ["0: ', "x: (", '"]}}\n'),
+    # issue 49: sentences (paste/prose.py)
+    "GPU name words": ("", "NVIDIA GeForce RTX rtx 6000 Ada "),
+    "torch words": ("", "torch torch: version is "),
+    "driver words": ("", "driver version is "),
 }
 
 

@@ -121,7 +121,8 @@ def nothing_read(proc: subprocess.CompletedProcess[str]) -> None:
     assert (first["check_id"], first["status"], document["paste"]["kinds"]) == ("paste.read", "warn", {})
     assert first["summary"] == "nothing judged: no output or error gpudoctor knows"
     said = first["remediation"]["why"]
-    assert all(kind in said for kind in paste.READERS if kind != "error") and "error messages it knows" in said
+    assert all(kind in said for kind in paste.READERS if kind not in paste.NOT_OUTPUTS)
+    assert "error messages it knows" in said and "prose" not in said
     assert first["remediation"]["commands"] == ["nvidia-smi", "python -m torch.utils.collect_env", EXPECTED_DMESG]
     assert {c["status"] for c in rest} == {"skip"}
 

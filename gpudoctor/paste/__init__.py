@@ -24,7 +24,10 @@ READERS = {
     "ibstat": "ibstat",
     "error": "signatures",
     "error code": "codes",  # after the signatures: a line one of them read is left to it
+    "prose": "prose",  # last: a fact an output stated is not read again from a sentence
 }
+# The readers of words rather than of a tool's output: a paste holding only these held no output gpudoctor reads.
+NOT_OUTPUTS = ("error", "error code", "prose")
 
 
 def read(text: str) -> Found:
@@ -117,6 +120,12 @@ def would_give(source: str, kinds: list[str]) -> str:
     return WOULD_GIVE[source]
 
 
+def _printed(found: Found, path: str) -> bool:
+    """The fact is there and a tool's output stated it, not a sentence (prose never says that the driver answered)."""
+    origin = found.origins.get(path)
+    return origin is not None and origin.reader != "prose"
+
+
 def to_snapshot(name: str, found: Found) -> dict[str, Any]:
     """The paste's facts as a snapshot: a source is listed only where the paste held facts of it, each GPU
     lists what it lacks as not captured, and the `paste` section says what came from where."""
@@ -125,7 +134,7 @@ def to_snapshot(name: str, found: Found) -> dict[str, Any]:
 
     derive(found)
     nvml, torch, system = (found.facts.get(k) or {} for k in ("nvml", "torch", "system"))
-    if nvml.get("driver_version") or nvml.get("gpus"):
+    if _printed(found, "nvml.driver_version") or nvml.get("gpus"):
         nvml.setdefault("status", "ok")  # a driver version or a GPU list printed: the driver answered
     if nvml:
         for gpu in nvml.get("gpus", []):

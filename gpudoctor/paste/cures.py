@@ -67,13 +67,16 @@ class Shown:
         return None
 
     def capabilities(self) -> list[tuple[int, int]]:
-        """The GPU's capability the message names (`sm_120`, `3.5`, `(CC) 12.0`), else every GPU's in the paste."""
+        """The GPU's capability the message names (`sm_120`, `3.5`, `(CC) 12.0`), else every GPU's in the paste,
+        else those of the GPUs its sentences name (paste/prose.py)."""
         said = capability(self.values.get("capability", ""))
         if said:
             return [said]
-        gpus = (self.facts.get("nvml") or {}).get("gpus") or []
-        found = [tuple(g["compute_capability"]) for g in gpus if len(g.get("compute_capability") or ()) == 2]
-        return list(dict.fromkeys(found))
+        for gpus in ((self.facts.get("nvml") or {}).get("gpus"), (self.facts.get("prose") or {}).get("gpus")):
+            found = [tuple(g["compute_capability"]) for g in gpus or () if len(g.get("compute_capability") or ()) == 2]
+            if found:
+                return list(dict.fromkeys(found))
+        return []
 
 
 def capability(text: str) -> tuple[int, int] | None:

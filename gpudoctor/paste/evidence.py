@@ -17,7 +17,7 @@ from typing import Any
 
 from gpudoctor.command import command
 from gpudoctor.model import Remediation, Result, Status, worst
-from gpudoctor.paste import OUTPUTS, READERS
+from gpudoctor.paste import NOT_OUTPUTS, OUTPUTS, READERS
 from gpudoctor.paste.cures import cure
 from gpudoctor.paste.signatures import WHOLE_PASTE, Signature, table
 
@@ -185,9 +185,9 @@ def conflict_results(facts: dict[str, Any]) -> list[Result]:
 def unread_results(facts: dict[str, Any]) -> list[Result]:
     """Where a paste held nothing gpudoctor reads: a warning that nothing was judged, what was looked for, and
     what to paste instead (run on the machine the question is about)."""
-    if "paste" not in facts or facts["paste"].get("kinds"):
+    if "paste" not in facts or set(facts["paste"].get("kinds") or ()) - {"prose"}:
         return []
-    looked_for = ", ".join(name for name in READERS if name != "error")
+    looked_for = ", ".join(name for name in READERS if name not in NOT_OUTPUTS)
     return [
         Result(
             Status.WARN,
