@@ -69,32 +69,33 @@ def _gpus(found: Found) -> None:
     for number, line in enumerate(found.lines):
         if len(seen) >= GPU_SIGHTINGS:
             return
-        for name, capability in _named(_words(line), names, longest):
+        for name, capability in _named(*_words(line), names, longest):
             if name not in seen:
                 seen.add(name)
                 gpu = {"name": name, "compute_capability": list(capability), "line": number + 1}
                 found.append("prose.gpus", gpu, READER, number)
 
 
-def _words(line: str) -> list[str]:
-    """A line's words, lower case, letters split from digits; a word joined to the one before it by a hyphen, dot,
-    underscore or slash is marked (a leading "-"), so that no name starts inside a host or file name ("msm-h200-2")."""
+def _words(line: str) -> tuple[list[str], set[int]]:
+    """A line's words, lower case, letters split from digits, and where a name may start: not at a word joined to
+    the one before it by a hyphen, dot, underscore or slash, so that no name starts inside a host or file name
+    ("msm-h200-2")."""
     lowered = line.lower()
-    return [
-        ("-" if m.start() and lowered[m.start() - 1] in JOINED else "") + m.group() for m in WORD.finditer(lowered)
-    ]
+    found = list(WORD.finditer(lowered))
+    starts = {i for i, m in enumerate(found) if not m.start() or lowered[m.start() - 1] not in JOINED}
+    return [m.group() for m in found], starts
 
 
 def _named(
-    words: list[str], names: dict[tuple[str, ...], tuple[str, tuple[int, int]]], longest: int
+    words: list[str], starts: set[int], names: dict[tuple[str, ...], tuple[str, tuple[int, int]]], longest: int
 ) -> list[tuple[str, tuple[int, int]]]:
-    """The GPU names in one line's words: at each word the longest name that starts there ("rtx 6000 ada" before
-    "rtx 6000"), a short one ("t4", "a2": a letter and one digit) only after a vendor word or before "GPU"."""
+    """The GPU names in one line's words: at each word a name may start at, the longest name that starts there
+    ("rtx 6000 ada" before "rtx 6000"), a short one ("t4", "a2": a letter and one digit) only after a vendor word or
+    before "GPU"."""
     named, at = [], 0
     while at < len(words):
-        for size in range(min(longest, len(words) - at), 0, -1):
-            key = (words[at], *(w.lstrip("-") for w in words[at + 1 : at + size]))
-            hit = names.get(key)
+        for size in range(min(longest, len(words) - at), 0, -1) if at in starts else ():
+            hit = names.get(tuple(words[at : at + size]))
             if hit and _stands(words, at, size):
                 named.append(hit)
                 at += size - 1
@@ -106,9 +107,9 @@ def _named(
 def _stands(words: list[str], at: int, size: int) -> bool:
     """A name is a name where it is more than a letter and a digit, or where a vendor word comes before it or a word
     like "GPU" after it (a run of digits is one word: "rtx 30901" holds no "rtx 3090")."""
-    after = words[at + size].lstrip("-") if at + size < len(words) else ""
-    short = size == 2 and len(words[at]) == 1 and len(words[at + 1].lstrip("-")) == 1
-    return not short or (at > 0 and words[at - 1].lstrip("-") in VENDOR) or after in CONTEXT
+    after = words[at + size] if at + size < len(words) else ""
+    short = size == 2 and len(words[at]) == 1 and len(words[at + 1]) == 1
+    return not short or (at > 0 and words[at - 1] in VENDOR) or after in CONTEXT
 
 
 def _torch(found: Found) -> None:
