@@ -73,6 +73,23 @@ def test_a_bare_no_driver_line_gets_the_commands_that_tell_its_causes_apart(tmp_
     assert any(c.startswith("uname -r") and "WSL2" in c for c in commands)
 
 
+def test_a_module_not_loaded_is_cured_by_a_reboot_or_a_reinstall_of_the_driver() -> None:
+    """NVIDIA's installation guide ends every install with a reboot, and a driver reinstalled with the running
+    kernel's headers present has DKMS build its module: both cures come after the commands that tell the causes
+    apart, the reinstall with the distribution's packages."""
+    os_release = {"id": "ubuntu", "version_id": "22.04", "version_codename": "jammy"}
+    _, cure = nvml_init.failure({"status": "driver-not-loaded"}, {"os_release": os_release}, {})
+    commands = [str(c) for c in cure.commands]
+    reboot = next(i for i, c in enumerate(commands) if c.startswith("sudo reboot"))
+    headers = next(i for i, c in enumerate(commands) if "linux-headers-$(uname -r)" in c)
+    install = [
+        i
+        for i, c in enumerate(commands)
+        if c.startswith(("sudo apt install", "sudo apt-get install")) and "nvidia-driver" in c
+    ]
+    assert headers < reboot and install and min(install) > headers, commands
+
+
 @pytest.mark.parametrize(
     ("os_release", "headers"),
     [

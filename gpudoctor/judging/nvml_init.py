@@ -31,12 +31,16 @@ INIT_FINDINGS = {
         Remediation(
             "NVML finds the library but no running driver. Most often no module was built for the running kernel "
             "(a kernel update without its headers, so DKMS could not build it), or Secure Boot refuses an unsigned "
-            "module; modprobe's error says which.",
+            "module; modprobe's error says which. A reboot loads a module installed since boot; reinstalling the "
+            "driver with the headers present has DKMS build it.",
             [
                 "sudo modprobe nvidia  # its error says why: 'Module nvidia not found' (none built for this kernel: "
                 "the next two commands), 'Key was rejected by service' (Secure Boot: mokutil --sb-state)",
                 "dkms status  # the nvidia module must be 'installed' for the running kernel (uname -r)",
                 "<HEADERS>",
+                "sudo reboot  # a driver installed or upgraded since the last boot, or a module just built: it loads "
+                "at boot (then nvidia-smi)",
+                "<INSTALL>",
                 "uname -r  # a kernel named ...-microsoft-standard-WSL2 is WSL 2, whose GPU is the Windows driver's: "
                 "install no Linux NVIDIA driver inside it",
             ],
