@@ -230,6 +230,16 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {},
     ),
     ("ValueError: Your setup doesn't support bf16/gpu.", {"transformers-bf16-unsupported"}, {}),
+    # torch's CUDABlas.cpp: TORCH_CUDABLAS_CHECK names the failed call with its operand types (a batched bf16 GEMM
+    # on a pre-Ampere GPU, pytorch/pytorch#57773).
+    (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedExFix(handle, "
+        "opa, opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda, stridea, b, CUDA_R_16BF, "
+        "(int)ldb, strideb, (void*)&fbeta, c, CUDA_R_16BF, (int)ldc, stridec, (int)num_batches, CUDA_R_32F, "
+        "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
+        {"cublas-bf16-gemm-unsupported"},
+        {},
+    ),
     (
         "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
         "(10.1.2.3, 29500).",
@@ -538,6 +548,10 @@ NOT_OURS = [
     "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     "RuntimeError: CUDA error: device-side assert triggered",
     "NCCL INFO NET/IB : No device found.",
+    # The same refusal of a half-precision (CUDA_R_16F) GEMM is no bfloat16 matter.
+    "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, opa, opb, m, n, k, "
+    "&falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, "
+    "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
     "libcudnn.so.8 -> libcudnn.so.8.9.2",
     "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.2.4",
 ]
