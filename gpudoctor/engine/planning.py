@@ -90,6 +90,8 @@ def _plan(request: Request, cfg: Config, early_torch: Any) -> Plan:
         specs = [s for s in specs if "benchmarks" not in s.needs or _named(s, options)]
     if pasted:
         facts["paste"], source = pasted["paste"], f"live, with the paste {request.from_file}"
+    else:
+        specs += pasted_owners(discovery.specs, specs, facts, options)
     strict = request.strict if request.strict is not None else bool(cfg.top.get("strict", False))
     return Plan(
         options=options,
@@ -186,6 +188,20 @@ def read_paste_for_live(request: Request) -> dict[str, Any] | None:
     if "paste" not in facts:
         raise InputError(f"--live reads a paste (an error, a log): {request.from_file} is a snapshot or a capture")
     return facts
+
+
+def pasted_owners(
+    every: list[CheckSpec], chosen: list[CheckSpec], facts: dict[str, Any], options: Options
+) -> list[CheckSpec]:
+    """The checks a paste judged offline names by its error signatures, at whatever level they run: a level says
+    what runs on a machine, not which of a paste's lines are judged, so no line it read is dropped. --only and
+    --skip still rule."""
+    if "paste" not in facts or options.only:
+        return []
+    named = set(owners({"paste": facts["paste"]}))
+    held = {s.id for s in chosen}
+    skipped = set(options.skip)
+    return [s for s in every if s.id in named and s.id not in held and not {s.id, s.area} & skipped]
 
 
 def owners(pasted: dict[str, Any] | None) -> list[str]:
