@@ -3,6 +3,8 @@
 - nvidia-smi's Processes section lists every process with a context on a GPU, the paste's own program among them
   (nvidia-smi(1)); inside a container the driver lists none, since it does not see the container's PID namespace. A
   pasted listing is memory another process holds only where the paste shows something ran short of it.
+- A pasted listing's processes computing on a GPU are, the same way, most often the paste's own program (a user
+  pastes nvidia-smi while the training runs): with nothing in the paste that ran short, ending them is no cure.
 - torch's "Found no NVIDIA driver on your system" asks the reader to "check that you have an NVIDIA GPU": torch
   cannot tell a GPU machine without its driver from a CPU machine whose program asks for CUDA (and where the
   program only asked `torch.cuda.is_available()`, torch warns and runs on the CPU: c10/cuda/CUDAFunctions.cpp
@@ -15,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.common import gpudoctor
+from helpers.common import FIXTURES, gpudoctor
 
 PROCESSES = """\
 +-----------------------------------------------------------------------------+
@@ -57,6 +59,11 @@ def blamed(document: dict) -> list[str]:
 
 def test_a_pasted_process_listing_alone_is_the_pastes_own_program_not_another(tmp_path: Path) -> None:
     assert blamed(report(tmp_path, PROCESSES)) == []
+
+
+def test_a_pasted_listing_of_processes_computing_is_the_pastes_own_program_not_another(tmp_path: Path) -> None:
+    table = FIXTURES / "pastes" / "nvidia-smi" / "table-r610-rtx2080super-linux-with-processes.txt"
+    assert blamed(report(tmp_path, table.read_text(encoding="utf-8"))) == []
 
 
 def test_a_pasted_listing_beside_an_out_of_memory_is_memory_held_elsewhere(tmp_path: Path) -> None:

@@ -288,9 +288,10 @@ def gpus_in_use(ev: Evidence) -> list[Found]:
     holding = {gpu: use for gpu, use in merged.items() if gpu not in computing and use.others}
     offline = _offline(ev.live)
     found = []
-    if computing:
+    own = _own_listing(ev)
+    if computing and not own:
         found.append(_in_use(computing, watched, offline))
-    if holding and not _own_listing(ev):
+    if holding and not own:
         found.append(_held(holding, watched, ev.results, offline))
     return found
 
@@ -303,8 +304,9 @@ HELD_BY_OTHERS = ("driver.processes",)
 def _own_listing(ev: Evidence) -> bool:
     """A paste's process listing with nothing that ran short: nvidia-smi's Processes section lists every process with
     a context on a GPU, the paste's own program among them (nvidia-smi(1), Processes; inside a container none, as the
-    driver does not see the container's PID namespace), so memory listed there is another process's hold only where
-    the paste shows something ran short of it (a signature a check of HELD_BY_OTHERS owns)."""
+    driver does not see the container's PID namespace), so memory listed there, or a process computing there, is
+    another process's only where the paste shows something ran short of it (a signature a check of HELD_BY_OTHERS
+    owns)."""
     if ev.live or "paste" not in ev.facts:
         return False
     from gpudoctor.paste.signatures import table
