@@ -87,6 +87,32 @@ def judge_kernel_module(nvml: dict[str, Any], system: dict[str, Any]) -> Result:
     return Result(Status.PASS, f"kernel module {loaded} matches the library, nouveau not loaded")
 
 
+# NVML starts and counts no GPU: nvidia-smi prints "No devices were found" (nvmlDeviceGetCount returns 0). The driver
+# left every GPU it probed, or none was given: its kernel log says which. NVIDIA open-gpu-kernel-modules README
+# ("supported on Turing and later GPUs"; older GPUs need the proprietary module) and the driver README's "Supported
+# NVIDIA GPU Products" (a GPU of a legacy branch: 'NVRM: The NVIDIA ... GPU installed in this system is supported
+# through the NVIDIA NNN.xx Legacy drivers'); RmInitAdapter failures and a GPU fallen off the bus are the kernel
+# log's own lines (data/signatures/kernel.toml); NVIDIA Container Toolkit, Specialized Configurations with Docker
+# (a container started without --gpus, or with NVIDIA_VISIBLE_DEVICES none, has the libraries and no GPU).
+NO_GPU_FOUND = Remediation(
+    "The driver is loaded but drives no GPU: none on the bus (or in this VM), a GPU this driver does not support "
+    "(the open kernel module before Turing, a legacy GPU, a GPU newer than the driver), one it failed to "
+    "initialise, or a container given no GPU. The kernel log names it.",
+    [
+        "lspci -nnk -d 10de:  # an NVIDIA GPU on the bus and the driver in use: no line, no GPU here (or not passed "
+        "through to this VM)",
+        "sudo dmesg | grep NVRM  # 'not supported by open nvidia.ko' or 'NVIDIA open kernel modules' (a GPU before "
+        "Turing: the proprietary driver, nvidia-driver-NNN not -open), 'supported through the NVIDIA NNN.xx Legacy "
+        "drivers' (that branch), 'RmInitAdapter failed' or 'fallen off the bus' (paste these lines: gpudoctor check "
+        "--from)",
+        "docker run --gpus all ...  # in a container: it was given no GPU (NVIDIA_VISIBLE_DEVICES none or void)",
+    ],
+    source="nvidia-smi (nvmlDeviceGetCount 0: 'No devices were found'); NVIDIA open-gpu-kernel-modules README "
+    "(Turing and later); NVIDIA driver README, Supported NVIDIA GPU Products and legacy branches; NVIDIA Container "
+    "Toolkit, Specialized Configurations with Docker",
+)
+
+
 def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, str], expect: int | None) -> Result:
     gpus = nvml.get("gpus", [])
     lost = [g for g in gpus if g.get("lost")]
@@ -94,6 +120,9 @@ def judge_gpu_count(nvml: dict[str, Any], torch: dict[str, Any], env: dict[str, 
     unlisted = max(0, (nvml.get("attached_gpus") or 0) - len(gpus))  # a capture taken with `nvidia-smi -i`
     found = len(gpus) - len(lost) - len(hidden) + unlisted
     metrics = [Metric("gpus_nvml", found, expected=expect, expected_source="--expect-gpus" if expect else None)]
+    if not gpus and not unlisted and nvml.get("status", "ok") == "ok":
+        return Result(Status.FAIL, "NVML starts but finds no GPU (nvidia-smi: No devices were found)",
+                      remediation=NO_GPU_FOUND, metrics=metrics)  # fmt: skip
     if lost:
         rows = [gpu_row(g, Status.FAIL, f"lost: {g.get('error')}") for g in lost]
         return Result(
@@ -389,10 +418,13 @@ def kernel_module(ctx: CheckContext) -> Result:
 @check("driver.gpu-count", "Every GPU is present and visible", needs=("nvml",), uses=("system",))
 def gpu_count(ctx: CheckContext) -> Result:
     """GPU count against --expect-gpus; lost GPUs; GPUs NVML sees that torch does not, and why."""
-    if lacking := ctx.lacks("nvml", "gpus", would_give="add the output of `nvidia-smi -L`"):
+    nvml = ctx.nvml
+    if nvml.get("attached_gpus") == 0 and "gpus" not in nvml:  # a paste's "No devices were found" lists none
+        nvml = {**nvml, "gpus": []}
+    elif lacking := ctx.lacks("nvml", "gpus", would_give="add the output of `nvidia-smi -L`"):
         return Result(Status.SKIP, lacking)
     torch = {} if ctx.lacks("torch", "device_count") else ctx.torch  # a paste that does not say what torch sees
-    return judge_gpu_count(ctx.nvml, torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
+    return judge_gpu_count(nvml, torch, ctx.system.get("env", {}), ctx.options.expect_gpus)
 
 
 @check("driver.gpu-modes", "Persistence, compute mode, MIG, infoROM", needs=("nvml",))
