@@ -355,6 +355,9 @@ QUOTED_LINES = {
     # v2.30.7-1 src/transport/net_ib/p2p.cc format with IBV_WC_LOC_PROT_ERR
     "nccl-ib-local-protection-error": "host:1:2 [0] transport/net_ib/p2p.cc:688 NCCL WARN NET/IB: Got completion "
     "from peer 10.0.0.2<43210> with status=IBV_WC_LOC_PROT_ERR(4) opcode=IBV_WC_RECV(128) vendor_err=81 hca mlx5_0",
+    # src/init.cc initTransportsRank's WARN for two ranks on one GPU (NCCL_DEBUG=WARN prefix of src/debug.cc)
+    "nccl-duplicate-gpu": "node1:1234:1300 [1] init.cc:871 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both "
+    "on CUDA device 1000",
     # bootstrap.cc "Bootstrap : Using%s" with the docker bridge
     "nccl-socket-docker-bridge": "host:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
 }
@@ -363,6 +366,19 @@ QUOTED_LINES = {
 @pytest.mark.parametrize("sid", sorted(QUOTED_LINES))
 def test_quoted_lines_meet_their_signature(sid: str) -> None:
     assert [s["id"] for s in read(QUOTED_LINES[sid]).signatures if s["id"].startswith("nccl-")] == [sid]
+
+
+def test_two_ranks_on_one_gpu_is_the_programs_own_setting_as_torch_repeats_it() -> None:
+    """torch's DistBackendError repeats NCCL's last error after 'Last error:'; the finding is the program's, never a
+    failure of the machine."""
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+        "invalid usage, NCCL version 2.14.3\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "Last error:\nDuplicate GPU detected : rank 0 and rank 4 both on CUDA device 7000\n"
+    )
+    sighted = [s for s in read(text).signatures if s["id"] == "nccl-duplicate-gpu"]
+    assert sighted and sighted[0]["values"] == {"rank": "0", "other": "4", "bus": "7000"}
+    assert table()["nccl-duplicate-gpu"].owner == "program.error"
 
 
 def test_every_nccl_signature_is_well_formed_owned_by_a_check_and_met() -> None:
