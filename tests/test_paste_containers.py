@@ -5,6 +5,7 @@ host's driver, as what to fix."""
 from __future__ import annotations
 
 import pytest
+from helpers.common import FIXTURES
 
 from gpudoctor.paste import read, signatures
 
@@ -155,3 +156,42 @@ def test_wsl_without_an_nvidia_adapter_is_told_to_give_wsl_2_the_windows_driver(
     fixes = " ".join(entry.fix)
     for way in ("wsl.exe --list --verbose", "wsl.exe --update", "wsl.exe --shutdown", "nvidia-smi"):
         assert way in fixes, way
+
+
+# The NGC images' entrypoint (/opt/nvidia/entrypoint.d/50-gpu-driver-check.sh) prints its driver check over two
+# lines; three real pastes of it (tests/fixtures/pastes/containers/SOURCES.md), one with the lines joined.
+NGC_DRIVER = {
+    "ngc-entrypoint-driver-release-450.51-needed-440.33-found-cuinit-804.txt": "440.33.01",
+    "ngc-entrypoint-driver-release-525.85-needed-470.199-found-tritonserver.txt": "470.199.02",
+    "ngc-entrypoint-driver-release-545.23-needed-535.104-found-joined-line.txt": "535.104.05",
+}
+TOO_OLD = "container-image-driver-release-too-old"
+
+
+@pytest.mark.parametrize("name", sorted(NGC_DRIVER))
+def test_an_images_driver_check_names_a_host_driver_older_than_its_cuda(name: str) -> None:
+    found = read((FIXTURES / "pastes" / "containers" / name).read_text(encoding="utf-8"))
+    sighted = [s for s in found.signatures if s["id"] == TOO_OLD]
+    assert [s["values"] for s in sighted] == [{"found": NGC_DRIVER[name]}], found.signatures
+    entry = signatures.table()[TOO_OLD]
+    assert entry.owner == "torch.cuda-driver" and entry.status == "fail"
+    assert any("ubuntu-drivers" in f for f in entry.fix) and any("OLDER_TAG" in f for f in entry.fix)
+
+
+def test_the_driver_check_on_one_line_gives_both_releases() -> None:
+    line = (
+        "ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version 470.82.01 was "
+        "detected and compatibility mode is UNAVAILABLE."
+    )
+    sighted = [s for s in read(line).signatures if s["id"] == TOO_OLD]
+    assert sighted[0]["values"] == {"needed": "535.104", "found": "470.82.01"}
+
+
+def test_a_driver_check_that_read_no_release_names_nothing() -> None:
+    """The script prints an empty release where it could not read one; the GPU may still work (the same log then
+    loads a model on it), so there is nothing to judge."""
+    lines = (
+        "ERROR: This container was built for NVIDIA Driver Release 515.48 or later, but\n"
+        "       version  was detected and compatibility mode is UNAVAILABLE.\n"
+    )
+    assert TOO_OLD not in ids(lines)
