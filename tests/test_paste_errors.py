@@ -230,6 +230,8 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {},
     ),
     ("ValueError: Your setup doesn't support bf16/gpu.", {"transformers-bf16-unsupported"}, {}),
+    # aten/src/ATen/native/cudnn/Conv_v7.cpp, when every algorithm's workspace failed to allocate
+    ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", {"cudnn-no-valid-algorithm"}, {}),
     # torch's CUDABlas.cpp: TORCH_CUDABLAS_CHECK names the failed call with its operand types (a batched bf16 GEMM
     # on a pre-Ampere GPU, pytorch/pytorch#57773).
     (
