@@ -230,6 +230,10 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {},
     ),
     ("ValueError: Your setup doesn't support bf16/gpu.", {"transformers-bf16-unsupported"}, {}),
+    # torch/distributed/distributed_c10d.py where the build has no NCCL, and ProcessGroupNCCL's constructor where the
+    # process sees no GPU
+    ("RuntimeError: Distributed package doesn't have NCCL built in", {"torch-nccl-not-built"}, {}),
+    ("ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", {"torch-nccl-no-gpus"}, {}),
     # aten/src/ATen/native/cudnn/Conv_v7.cpp, when every algorithm's workspace failed to allocate
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", {"cudnn-no-valid-algorithm"}, {}),
     # torch's CUDABlas.cpp: TORCH_CUDABLAS_CHECK names the failed call with its operand types (a batched bf16 GEMM
