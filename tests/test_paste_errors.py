@@ -234,6 +234,31 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
     # process sees no GPU
     ("RuntimeError: Distributed package doesn't have NCCL built in", {"torch-nccl-not-built"}, {}),
     ("ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", {"torch-nccl-no-gpus"}, {}),
+    # torch's elastic rendezvous (dynamic_rendezvous.py), ProcessGroupNCCL's id exchange through the store, and the
+    # elastic agent's summary of a worker a signal ended
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", {"torchrun-rendezvous-timeout"}, {}),
+    (
+        "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+        "store by key '0', but store->get('0') got error: Connection reset by peer",
+        {"c10d-nccl-id-store-failed"},
+        {"error": "Connection reset by peer"},
+    ),
+    ("  traceback : Signal 7 (SIGBUS) received by PID 1234", {"torchrun-worker-sigbus"}, {"pid": "1234"}),
+    # TensorFlow's gpu_device.cc and XLA's cuda_dnn.cc (JAX and TensorFlow)
+    (
+        "2024-01-01 00:00:00.000000: W tensorflow/core/common_runtime/gpu/gpu_device.cc:2256] Cannot dlopen some GPU "
+        "libraries. Please make sure the missing libraries mentioned above are installed properly if you would like to "
+        "use GPU.",
+        {"tensorflow-gpu-libraries-missing"},
+        {},
+    ),
+    (
+        "E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439] Loaded runtime CuDNN library: 8.6.0 but source was "
+        "compiled with: 8.9.4.  CuDNN library needs to have matching major version and version greater or equal than "
+        "the one it was compiled with.",
+        {"xla-cudnn-version-mismatch"},
+        {"runtime": "8.6.0", "compiled": "8.9.4"},
+    ),
     # aten/src/ATen/native/cudnn/Conv_v7.cpp, when every algorithm's workspace failed to allocate
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", {"cudnn-no-valid-algorithm"}, {}),
     # torch's CUDABlas.cpp: TORCH_CUDABLAS_CHECK names the failed call with its operand types (a batched bf16 GEMM
