@@ -195,3 +195,27 @@ def test_a_driver_check_that_read_no_release_names_nothing() -> None:
         "       version  was detected and compatibility mode is UNAVAILABLE.\n"
     )
     assert TOO_OLD not in ids(lines)
+
+
+# libnvidia-container's mount of a driver file the image already holds: two real pastes, one cut by the terminal
+# inside "mount" (tests/fixtures/pastes/containers/SOURCES.md).
+DRIVER_FILES = {
+    "nvidia-container-cli-mount-error-libnvidia-ml-file-exists-lambda-stack.txt": (
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    ),
+    "nvidia-container-cli-mount-error-nvidia-smi-file-exists-wrapped-2018.txt": "/usr/bin/nvidia-smi",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRIVER_FILES))
+def test_an_image_holding_the_drivers_files_is_named_with_the_file(name: str) -> None:
+    found = read((FIXTURES / "pastes" / "containers" / name).read_text(encoding="utf-8"))
+    sighted = [s for s in found.signatures if s["id"] == "container-image-holds-driver-files"]
+    assert [s["values"] for s in sighted] == [{"file": DRIVER_FILES[name]}]
+    entry = signatures.table()["container-image-holds-driver-files"]
+    assert entry.owner == "system.container" and any(f.startswith("docker build") for f in entry.fix)
+
+
+def test_another_file_creation_failure_is_not_the_images_driver_files() -> None:
+    line = "nvidia-container-cli: mount error: file creation failed: /run/nvidia-persistenced/socket: no such device"
+    assert "container-image-holds-driver-files" not in ids(line)
