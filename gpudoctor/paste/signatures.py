@@ -35,7 +35,7 @@ from typing import Any
 
 from gpudoctor.command import Command, Unsafe, command
 from gpudoctor.judging import oom
-from gpudoctor.paste import container_start, is_available
+from gpudoctor.paste import container_start, is_available, macos
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -198,6 +198,7 @@ def read(found: Found) -> None:
     _tensorflow_start(found)
     is_available.sight(found, READER)
     container_start.sight(found, READER)
+    macos.recast(found)
 
 
 def _package(found: Found) -> str | None:
