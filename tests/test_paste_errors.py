@@ -259,6 +259,38 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {"xla-cudnn-version-mismatch"},
         {"runtime": "8.6.0", "compiled": "8.9.4"},
     ),
+    # torch/_inductor/exc.py (GPUTooOldForTriton, TritonMissing), triton's libcuda_dirs(), torch's extension builder
+    # (cpp_extension.py), CUDAContext.cpp's device assert, nvidia-smi's infoROM warning and NVML refused by the OS
+    (
+        "RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, which "
+        "is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
+        "capability 6.0",
+        {"triton-gpu-too-old"},
+        {"gpu": "Tesla P100-PCIE-16GB", "capability": "6.0"},
+    ),
+    (
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: RuntimeError: Cannot find a working "
+        "triton installation. More information on installing Triton can be found at https://github.com/openai/triton",
+        {"triton-missing"},
+        {},
+    ),
+    ("AssertionError: libcuda.so cannot found!", {"triton-libcuda-not-found"}, {}),
+    ("/usr/bin/ld: cannot find -lcuda: No such file or directory", {"ld-cannot-find-libcuda"}, {}),
+    (
+        "RuntimeError: The current installed version of g++ (13.2.0) is greater than the maximum required version by "
+        "CUDA 12.1. Please make sure to use an adequate version of g++ (>=6.0.0, <13.0).",
+        {"cpp-extension-gxx-too-new"},
+        {"compiler": "g++", "found": "13.2.0", "cuda": "12.1", "least": "6.0.0", "below": "13.0"},
+    ),
+    (
+        "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && "
+        'device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":50, please report a bug '
+        "to PyTorch. device=1, num_gpus=1",
+        {"torch-device-index-beyond-gpus"},
+        {"device": "1", "gpus": "1"},
+    ),
+    ("WARNING: infoROM is corrupted at gpu 0000:65:00.0", {"nvidia-smi-inforom-corrupted"}, {"pci": "0000:65:00.0"}),
+    ("Failed to initialize NVML: GPU access blocked by the operating system", {"nvml-blocked-by-os"}, {}),
     # aten/src/ATen/native/cudnn/Conv_v7.cpp, when every algorithm's workspace failed to allocate
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", {"cudnn-no-valid-algorithm"}, {}),
     # torch's CUDABlas.cpp: TORCH_CUDABLAS_CHECK names the failed call with its operand types (a batched bf16 GEMM
@@ -579,6 +611,7 @@ NOT_OURS = [
     "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     "RuntimeError: CUDA error: device-side assert triggered",
     "NCCL INFO NET/IB : No device found.",
+    "/usr/bin/ld: cannot find -lcudart_static: No such file or directory",
     # The same refusal of a half-precision (CUDA_R_16F) GEMM is no bfloat16 matter.
     "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, opa, opb, m, n, k, "
     "&falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, "
