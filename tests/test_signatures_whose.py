@@ -89,6 +89,32 @@ def test_the_newest_wording_decides_between_another_process_fragmentation_and_si
     assert whose(NEW.format(mine=mine, allocated=allocated, unallocated=unallocated)) == expected
 
 
+# Inside a container NVML gives the host's PIDs, so torch lists its own process as "Process N" too and says no "this
+# process": its allocator's figures (allocated + reserved but unallocated) are its own hold then.
+LISTED = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 6.75 MiB is free. {listed}Of the allocated memory {allocated} is allocated by PyTorch, and 223.07 MiB "
+    "is reserved by PyTorch but unallocated."
+)
+
+
+@pytest.mark.parametrize(
+    ("listed", "allocated", "expected"),
+    [
+        ("Process 224843 has 79.13 GiB memory in use. ", "78.41 GiB", {"cuda-out-of-memory-program-size"}),
+        (
+            "Process 101 has 70.00 GiB memory in use. Process 224843 has 9.13 GiB memory in use. ",
+            "8.41 GiB",
+            {"cuda-out-of-memory-held-elsewhere"},
+        ),
+    ],
+)
+def test_a_listing_without_this_process_reads_the_allocators_own_figures(
+    listed: str, allocated: str, expected: set[str]
+) -> None:
+    assert whose(LISTED.format(listed=listed, allocated=allocated)) == expected
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -275,6 +275,9 @@ RESERVED = re.compile(rf"{oom.SIZE} reserved in total by PyTorch")  # 1.4 to 2.0
 ALLOCATED = re.compile(rf"{oom.SIZE} already allocated")  # before 2.1
 CACHED = re.compile(rf"; {oom.SIZE} cached\)")  # 1.0 to 1.3: cached beyond the allocated
 UNALLOCATED = re.compile(rf"{oom.SIZE} is reserved by PyTorch but unallocated")  # 2.1+
+# 2.1+: this process's allocator, where the message names no "this process" (NVML lists every process on the GPU by
+# its PID, and inside a container that PID is the host's, so torch cannot tell its own from the others').
+BY_PYTORCH = re.compile(rf"Of the allocated memory {oom.SIZE} is allocated by PyTorch, and {oom.SIZE} is reserved")
 # The allocator asks CUDA for more than the request: "requests between 1MB and 10MB will allocate and split a 20MB
 # block" (c10/cuda/CUDACachingAllocator.cpp, kLargeBuffer), so a little free memory beside a small request is no room.
 LARGE_BUFFER = 20 * 2**20
@@ -331,6 +334,10 @@ def _this_process(read: oom.OutOfMemory, text: str) -> int | None:
     what the allocator does not count; None where the message does not say."""
     if read.this_process is not None:
         return read.this_process
+    by_pytorch = BY_PYTORCH.search(text)
+    if by_pytorch:
+        allocated, unallocated = by_pytorch.groups()[:2], by_pytorch.groups()[2:]
+        return oom.size(*allocated) + oom.size(*unallocated) + OUTSIDE_ALLOCATOR
     reserved = RESERVED.search(text)
     if reserved:
         return oom.size(*reserved.groups()) + OUTSIDE_ALLOCATOR
