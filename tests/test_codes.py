@@ -426,3 +426,15 @@ def test_cudnn_not_initialized_cures_a_full_gpu_and_a_driver_older_than_the_cuda
     assert any(f.startswith("nvidia-smi --query-compute-apps=") for f in fix)
     assert any("torch.version.cuda" in f and "torch.backends.cudnn.version()" in f for f in fix)
     assert any(f.startswith("nvidia-smi | head -4") and "upgrade the NVIDIA driver" in f for f in fix)
+
+
+def test_a_code_in_torchs_warning_that_falls_back_to_another_plan_is_no_failure() -> None:
+    """aten/src/ATen/native/cudnn/Conv_v8.cpp warns for a cuDNN execution plan that fails and tries the next one:
+    the status it names is not the program's error. The same status raised is."""
+    warned = (
+        "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/conv.py:456: UserWarning: Plan failed with a "
+        "cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: "
+        "CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)"
+    )
+    assert paste.read(warned).signatures == []
+    assert paste.read("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED").signatures

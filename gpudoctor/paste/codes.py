@@ -48,6 +48,10 @@ CONTEXT = (
     "cuDNN", "CUDNN", "cudnn", "cuBLAS", "CUBLAS", "cublas", "CUresult",
     "cuInit", "cuDevice", "cuCtx", "cuMem", "cuModule", "cuLaunch", "cuStream", "cuGet", "cuLink",
 )  # fmt: skip
+# Warnings in which the library's caller names a code and goes on another way, so the code is no failure: torch's
+# cuDNN v8 convolution tries the next execution plan after TORCH_WARN("Plan failed with a cudnnException: ", ...)
+# (aten/src/ATen/native/cudnn/Conv_v8.cpp; the string is in libtorch_cuda.so).
+FELL_BACK = ("Plan failed with a cudnnException",)
 # A library named in a line, by the table its bare numbers belong to. cuDNN and cuBLAS before the driver's cu* calls
 # (cuDNN is "cu" and a capital too), the driver before the runtime (CUDA_ERROR, "CUDA driver" start with CUDA). Not
 # inside a word (libnccl-net.so is a file), but torch's old THCudaCheck is the runtime's.
@@ -220,8 +224,9 @@ def read(found: Found) -> None:
     """Each line that names a GPU library and shows a code: a sighting of the code's signature, with the code."""
     known = {sighting["id"] for sighting in found.signatures}
     taken = {sighting["line"] - 1 for sighting in found.signatures}
+    fell_back = set(found.holding(FELL_BACK))
     for number in found.holding(CONTEXT):
-        if number in taken:
+        if number in taken or number in fell_back:
             continue
         code = shown(found.lines[number])
         signature = code and _at_synchronize(code, found.lines[number])
