@@ -11,7 +11,7 @@ import pytest
 from helpers.common import gpudoctor
 from helpers.growth import LINEAR, K, growth
 
-from gpudoctor.paste import macos, read
+from gpudoctor.paste import macos, paths, read
 
 ASSERTION = "AssertionError: Torch not compiled with CUDA enabled\n"
 
@@ -67,5 +67,5 @@ def test_the_mac_report_blames_no_machine_and_installs_no_cuda_wheel(tmp_path: P
 
 def test_reading_macos_paths_is_linear() -> None:
     line = "/Users/" * 5000
-    grew = growth(lambda text: macos.shown(read(text)), line * (40 // K), line * 40)
+    grew = growth(lambda text: paths.system(read(text)), line * (40 // K), line * 40)
     assert grew < LINEAR

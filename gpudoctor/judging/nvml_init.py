@@ -133,6 +133,27 @@ WSL_CURE = Remediation(
 )
 
 
+# Windows has no kernel module to load or build: its NVIDIA driver is one installer (NVIDIA's download page or Windows
+# Update), and Device Manager (or PnPUtil) shows whether Windows runs it for the GPU. Microsoft, PnPUtil command
+# syntax (learn.microsoft.com/windows-hardware/drivers/devtest/pnputil-command-syntax: /enum-devices /class Display).
+WINDOWS_CURE = Remediation(
+    "This is Windows: nvidia-smi cannot reach the NVIDIA driver, which is not installed, not running for this GPU "
+    "(Device Manager shows a warning on it), or replaced by Windows' basic display driver.",
+    [
+        "pnputil /enum-devices /class Display  # the GPU and the driver Windows runs for it (Device Manager, Display "
+        "adapters)",
+        "start https://www.nvidia.com/Download/index.aspx  # install (or reinstall) the NVIDIA driver for this GPU, "
+        "then restart Windows",
+    ],
+    source="NVIDIA driver downloads (www.nvidia.com/Download/index.aspx); Microsoft, PnPUtil command syntax",
+)
+
+
+def windows(system: dict[str, Any]) -> bool:
+    """Whether the facts are a Windows machine's (platform.system(), or what a paste's paths show)."""
+    return str(system.get("os") or "").lower().startswith("win")
+
+
 def wsl(system: dict[str, Any]) -> bool:
     """Whether the facts are a WSL machine's: its kernel release names Microsoft (WSL 1 and 2 both)."""
     return "microsoft" in str(system.get("kernel") or "").lower()
@@ -142,6 +163,8 @@ def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Re
     status = nvml.get("status")
     if status in nogpu.NO_DRIVER and wsl(system):
         return "no NVIDIA driver answers inside WSL: its GPU is the Windows driver's", WSL_CURE
+    if status in nogpu.NO_DRIVER and windows(system):
+        return "no NVIDIA driver answers on this Windows machine", WINDOWS_CURE
     state = nogpu.classify(nvml, system)
     if state is not None:
         return nogpu.finding(state, status, system.get("env") or {})

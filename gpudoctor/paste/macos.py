@@ -2,12 +2,12 @@
 PyTorch's macOS builds have no CUDA (PyTorch, Get Started: "MacOS Binaries dont support CUDA"; NVIDIA's CUDA
 Toolkit dropped macOS after 10.2), and Apple silicon has no NVIDIA GPU at all: a program that asks for CUDA there is
 told to use Apple's GPU through the MPS backend, or the CPU. Each sighting that says CUDA is missing becomes
-`cuda-on-macos` (data/signatures/errors.toml), a warning of the program's, never a machine's failure."""
+`cuda-on-macos` (data/signatures/platform.toml), a warning of the program's, never a machine's failure; the paths are
+read by paste/paths.py."""
 
 from __future__ import annotations
 
-import re
-
+from gpudoctor.paste import paths
 from gpudoctor.paste.found import Found
 
 ON_MACOS = "cuda-on-macos"
@@ -23,22 +23,11 @@ CUDA_ABSENT = frozenset(
         "torch-nccl-not-built",
     }
 )
-# macOS's own paths: a user's home under /Users (Linux's are under /home; Windows writes C:\Users or C:/Users, which
-# the lookbehind refuses), Homebrew's prefix on Apple silicon, python.org's framework build, a dynamic library.
-NEEDLES = ("/Users/", "/opt/homebrew/", "Python.framework/", ".dylib")
-PATH = re.compile(
-    r"(?<![A-Za-z:])/Users/[^/\s]{1,100}/|/opt/homebrew/|/Library/Frameworks/Python\.framework/|\.dylib\b"
-)
-
-
-def shown(found: Found) -> bool:
-    """Whether a line of the paste holds one of macOS's own paths."""
-    return any(PATH.search(found.lines[n]) for n in found.holding(NEEDLES))
 
 
 def recast(found: Found) -> None:
     """On a Mac, every sighting that says CUDA is missing is the platform's: `cuda-on-macos` at the same line, once."""
-    if not any(s["id"] in CUDA_ABSENT for s in found.signatures) or not shown(found):
+    if not any(s["id"] in CUDA_ABSENT for s in found.signatures) or paths.system(found) != paths.MACOS:
         return
     kept, seen = [], set()
     for sighting in found.signatures:
