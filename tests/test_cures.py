@@ -189,3 +189,24 @@ def test_no_signature_is_named_in_the_cures_and_what_one_stands_for_is_a_finding
     missing = cures.cure("libnvidia-ml-not-found", {}, {})
     assert loaded is not None and missing is not None and loaded.why != missing.why
     assert loaded.why == nvml_init.failure({"status": "driver-not-loaded"}, {}, {})[1].why
+
+
+# TensorFlow's CUDA library loader (tensorflow/tsl/platform/default/dso_loader.cc) and torch's import of the same
+# missing library: each gets its own framework's cure.
+TF_LOADER = (
+    "2023-01-01 10:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+    "dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or "
+    "directory"
+)
+TORCH_IMPORT = "OSError: libcudart.so.12: cannot open shared object file: No such file or directory"
+
+
+def test_a_library_tensorflow_cannot_load_gets_tensorflows_cure_and_never_a_torch_reinstall(tmp_path: Path) -> None:
+    fix = commands(checks(tmp_path, TF_LOADER + "\n")["torch.import"])
+    assert fix[0].startswith("pip install 'tensorflow[and-cuda]'")
+    assert not any("torch==" in c for c in fix)
+
+
+def test_a_library_torch_cannot_load_keeps_the_torch_cure(tmp_path: Path) -> None:
+    fix = commands(checks(tmp_path, TORCH_IMPORT + "\n")["torch.import"])
+    assert any("torch==" in c for c in fix) and not any("tensorflow" in c for c in fix)

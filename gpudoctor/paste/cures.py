@@ -52,6 +52,11 @@ class Shown:
         return self.system.get("os_release")
 
     @property
+    def apps(self) -> tuple[str, ...]:
+        """The applications the paste shows by their own paths (signatures.APPS)."""
+        return tuple((self.facts.get("paste") or {}).get("apps") or ())
+
+    @property
     def driver(self) -> str | None:
         return (self.facts.get("nvml") or {}).get("driver_version")
 
@@ -227,6 +232,8 @@ def _shadowed_library(shown: Shown) -> Remediation:
     other = _package_of_other_cuda(shown)
     if other is not None:
         return other
+    if "tensorflow" in shown.apps and not shown.torch:
+        return TENSORFLOW_LIBRARIES
     target = shown.installed() or compat.default_build(shown.platform)
     return fix(
         "torch loads the CUDA libraries of its own pip packages (nvidia-*); a system or conda copy first on "
@@ -238,6 +245,22 @@ def _shadowed_library(shown: Shown) -> Remediation:
             compat.install_command(target, force=True, python=shown.python),
         ],
     )
+
+
+# TensorFlow loads the CUDA and cuDNN of the release it was built with (TensorFlow, Install TensorFlow with pip,
+# https://www.tensorflow.org/install/pip: on Linux `pip install tensorflow[and-cuda]` from 2.14; the tested build
+# configurations, https://www.tensorflow.org/install/source#gpu, name each release's CUDA and cuDNN).
+TENSORFLOW_LIBRARIES = Remediation(
+    "TensorFlow loads the CUDA and cuDNN libraries of the release it was built with, and this environment lacks one "
+    "(its line names it). From TensorFlow 2.14 on, pip installs them with it on Linux; older releases need that CUDA "
+    "and cuDNN installed and on the library path. torch is not involved.",
+    [
+        "pip install 'tensorflow[and-cuda]'  # Linux, TensorFlow 2.14 and later: its CUDA and cuDNN as pip packages",
+        "python -c 'import tensorflow as tf; print(tf.__version__, tf.sysconfig.get_build_info())'  # the CUDA and "
+        "cuDNN releases it was built with: an older release needs exactly those",
+    ],
+    source="TensorFlow, Install TensorFlow with pip; TensorFlow, tested build configurations (GPU)",
+)
 
 
 def _package_of_other_cuda(shown: Shown) -> Remediation | None:

@@ -169,6 +169,19 @@ APPS = {
         "python_embeded",
     ),
     "vllm": ("site-packages/vllm/", "dist-packages/vllm/", "site-packages\\vllm\\", "vllm.entrypoints", "vllm serve"),
+    # TensorFlow: its package folder and the source paths its C++ logs name (tensorflow/core/..., XLA's and TSL's
+    # external/local_* trees, the CUDA library loader dso_loader.cc).
+    "tensorflow": (
+        "site-packages/tensorflow/",
+        "dist-packages/tensorflow/",
+        "site-packages\\tensorflow\\",
+        "tensorflow/core/",
+        "tensorflow/stream_executor/",
+        "tensorflow/compiler/",
+        "external/local_xla/",
+        "external/local_tsl/",
+        "dso_loader.cc",
+    ),
 }
 # The innermost frame's source line, which CPython's traceback prints right above the exception line (traceback
 # module, https://docs.python.org/3/library/traceback.html, StackSummary.format): an import statement there names the
