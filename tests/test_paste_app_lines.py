@@ -17,6 +17,8 @@ TABLE = "apps.toml"
 WEBUI = "webui-torch-cannot-use-gpu"
 VLLM = "vllm-no-memory-for-kv-cache"
 GGML = "ggml-cuda-buffer-out-of-memory"
+OLLAMA_DRIVER = "ollama-driver-too-old-or-missing"
+OLLAMA_NO_GPU = "ollama-no-compatible-gpus"
 
 # Each sample: its signatures (id, 1-based line) in the order read, each checked with its values where it has any.
 SAMPLES = {
@@ -25,6 +27,8 @@ SAMPLES = {
     "vllm-no-available-memory-for-cache-blocks-v0-worker-docker-compose-partial.txt": [(VLLM, 3)],
     "vllm-no-available-memory-for-cache-blocks-one-line-prefixed.txt": [(VLLM, 1)],
     "llamacpp-cuda-buffer-alloc-failed-loading-model-144817-mib.txt": [(GGML, 4)],
+    "ollama-cudart-driver-too-old-or-missing-windows-0.3.9.txt": [(OLLAMA_DRIVER, 2)],
+    "ollama-no-compatible-gpus-discovered-cpu-inference-compute.txt": [(OLLAMA_NO_GPU, 1)],
 }
 
 
@@ -81,6 +85,18 @@ def test_llama_cpps_buffer_allocation_names_its_gpu_and_size_and_offloads_fewer_
     assert any("--n-gpu-layers" in c and "--ctx-size" in c for c in made)
 
 
+def test_ollamas_discovery_lines_are_warnings_of_the_driver_with_its_own_cures() -> None:
+    """Ollama's discovery: no GPU at all is right on a CPU machine, and one bundled CUDA runtime refused by the
+    driver while another loads is no fault, so neither line alone fails the machine."""
+    for entry in (ours()[OLLAMA_DRIVER], ours()[OLLAMA_NO_GPU]):
+        assert (entry.owner, entry.status) == ("driver.nvml", "warn")
+    driver, _ = ours()[OLLAMA_DRIVER].fixes({})
+    assert driver[0].startswith("nvidia-smi") and "525.60.13" in driver[0] and "580.65.06" in driver[0]
+    no_gpu, _ = ours()[OLLAMA_NO_GPU].fixes({})
+    assert any(c.startswith("docker run -d --gpus=all") for c in no_gpu)
+    assert any(c.startswith("OLLAMA_DEBUG=1 ollama serve") for c in no_gpu)
+
+
 def test_ollamas_log_of_the_same_allocation_gives_the_same_cause() -> None:
     """Ollama embeds ggml: its runner prints ggml's line between its own load requests."""
     text = (APPS / "ollama-cuda-buffer-alloc-failed-compute-graph-runner-retries-partial.txt").read_text()
@@ -99,6 +115,9 @@ NEIGHBOURS = [
     '    raise ValueError("No available memory for the cache blocks. "',
     'if not args.skip_torch_cuda_test and not check_run_python("import torch; assert torch.cuda.is_available()"):',
     "Launching Web UI with arguments: --skip-torch-cuda-test --no-half",
+    'time=2024-04-15T15:48:38.322Z level=INFO source=gpu.go:115 msg="Detecting GPU type"',
+    'time=2024-10-15T09:18:18.264Z level=INFO source=gpu.go:199 msg="looking for compatible GPUs"',
+    'time=2025-02-26T01:11:02.714-05:00 level=INFO source=amd_linux.go:402 msg="no compatible amdgpu devices detected"',
 ]
 
 
