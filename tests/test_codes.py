@@ -438,3 +438,30 @@ def test_a_code_in_torchs_warning_that_falls_back_to_another_plan_is_no_failure(
     )
     assert paste.read(warned).signatures == []
     assert paste.read("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED").signatures
+
+
+def test_a_line_repeated_in_a_paste_is_read_once_by_the_signature_that_took_it() -> None:
+    """The same message twice (a server retrying, a log printed twice): the code reader skips the repeat as it skips
+    the line a signature already read, so a general code sighting never stands beside the specific one."""
+    line = (
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 2048.00 MiB on device 0: cudaMalloc failed: out of "
+        "memory"
+    )
+    ids = [s["id"] for s in paste.read(f"{line}\nllama_model_load: retrying\n{line}\n").signatures]
+    assert ids == ["ggml-cuda-buffer-out-of-memory"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # ollama's gpu_info_nvcuda.c: the driver API (nvcuda.dll's name on Windows, libcuda elsewhere) refused cuInit
+        "nvcuda init failure: 999",
+        'time=2024-08-30T10:00:00.000Z level=INFO source=gpu.go:123 msg="cuInit err: 999"',
+    ],
+)
+def test_ollamas_driver_api_failures_are_read_by_their_code(line: str) -> None:
+    assert [s["values"]["code"] for s in paste.read(line).signatures] == ["CUDA_ERROR_UNKNOWN"]
+
+
+def test_err_inside_a_word_is_no_code() -> None:
+    assert paste.read("stderr: 2 while loading cuda").signatures == []

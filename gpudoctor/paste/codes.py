@@ -57,7 +57,7 @@ FELL_BACK = ("Plan failed with a cudnnException",)
 # inside a word (libnccl-net.so is a file), but torch's old THCudaCheck is the runtime's.
 LIBRARY = re.compile(
     r"(?<![A-Za-z])(?:(?P<cudnn>cu[dD][nN][nN])|(?P<cublas>cu[bB][lL][aA][sS]|CUBLAS)|(?P<nvml>nvml|NVML|Nvml)"
-    r"|(?P<nccl>nccl|NCCL|Nccl)|(?P<driver>CUresult|CUDA_ERROR|CUDA driver|cu[A-Z][a-z]{2,30})"
+    r"|(?P<nccl>nccl|NCCL|Nccl)|(?P<driver>CUresult|CUDA_ERROR|CUDA driver|nvcuda|cu[A-Z][a-z]{2,30})"
     r"|(?P<runtime>cuda|CUDA|Cuda|THCudaCheck))"
 )
 LIBRARY_TABLE = {
@@ -76,8 +76,10 @@ NAME = re.compile(
 )
 # A number after a word that introduces a code; never after "exit" (a process's exit code or status). A word glued to
 # the number ("999at main.cu", as pasted) leaves it the code; a fraction, a hexadecimal figure ("10de") does not.
+# "err" is Ollama's word ("cuInit err: 999"), and "nvcuda" (the Windows driver library, nvcuda.dll) its name for the
+# driver API ("nvcuda init failure: 999", ollama's gpu_info_nvcuda.c).
 NUMBER = re.compile(
-    r"(?<![\w-])(?<!exit )(error|failure|code|status|result|returned)[ \t]{0,3}[:=#(]?[ \t]{0,3}(\d{1,6})"
+    r"(?<![\w-])(?<!exit )(error|err|failure|code|status|result|returned)[ \t]{0,3}[:=#(]?[ \t]{0,3}(\d{1,6})"
     r"(?![\d_]|\.\d|[xX][0-9a-fA-F]|[0-9a-fA-F]{1,16}\b)",
     re.IGNORECASE,
 )
@@ -223,10 +225,10 @@ TEXT = _text_pattern()
 def read(found: Found) -> None:
     """Each line that names a GPU library and shows a code: a sighting of the code's signature, with the code."""
     known = {sighting["id"] for sighting in found.signatures}
-    taken = {sighting["line"] - 1 for sighting in found.signatures}
+    taken = {found.lines[sighting["line"] - 1].strip() for sighting in found.signatures}  # a repeat is taken too
     fell_back = set(found.holding(FELL_BACK))
     for number in found.holding(CONTEXT):
-        if number in taken or number in fell_back:
+        if found.lines[number].strip() in taken or number in fell_back:
             continue
         code = shown(found.lines[number])
         signature = code and _at_synchronize(code, found.lines[number])
