@@ -22,6 +22,7 @@ from gpudoctor.report import document as doc
 PASTES = FIXTURES / "pastes"
 KINDS = ("collect_env", "nvidia-smi", "kernel", "nccl", "errors", "issues", "bug-report")
 KINDS += ("libraries", "services", "containers", "network", "program")  # issue 39: the errors around the GPU
+KINDS += ("apps",)  # issue 49: the applications' own lines
 READABLE = sorted(p for kind in KINDS for p in (PASTES / kind).glob("*.txt")) + sorted(
     (PASTES / "written").glob("*.md")
 )
