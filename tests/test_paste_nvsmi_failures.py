@@ -49,8 +49,9 @@ def test_no_devices_found_is_a_failure_with_the_commands_that_tell_why() -> None
 def test_no_devices_found_beside_the_kernel_log_gets_the_logs_cause() -> None:
     result = gpu_count(FIXTURES / "pastes" / WITH_LOG)
     assert result["status"] == "fail"
-    assert result["remediation"]["commands"][0].startswith("sudo dmesg | grep -i nvrm  # the lines before RmInitAdapter")
-    assert any("Above 4G Decoding" in c for c in result["remediation"]["commands"])
+    commands = result["remediation"]["commands"]
+    assert commands[0].startswith("sudo dmesg | grep -i nvrm  # the lines before RmInitAdapter")
+    assert any("Above 4G Decoding" in c for c in commands)
 
 
 def test_a_live_nvml_with_no_gpu_is_no_pass() -> None:
