@@ -211,7 +211,10 @@ def owners(pasted: dict[str, Any] | None) -> list[str]:
     from gpudoctor.paste.signatures import table
 
     known = table()
-    return sorted({known[s["id"]].owner for s in pasted["paste"]["signatures"] if s["id"] in known})
+    section = pasted.get("paste")
+    sightings = section.get("signatures") if isinstance(section, dict) else None  # a saved paste may lack it
+    named = {s.get("id") for s in sightings or () if isinstance(s, dict)}
+    return sorted({known[i].owner for i in named if isinstance(i, str) and i in known})
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:
