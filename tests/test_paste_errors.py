@@ -244,6 +244,7 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
         {"error": "Connection reset by peer"},
     ),
     ("  traceback : Signal 7 (SIGBUS) received by PID 1234", {"torchrun-worker-sigbus"}, {"pid": "1234"}),
+    ("  traceback : Signal 9 (SIGKILL) received by PID 5678", {"torchrun-worker-sigkill"}, {"pid": "5678"}),
     # TensorFlow's gpu_device.cc and XLA's cuda_dnn.cc (JAX and TensorFlow)
     (
         "2024-01-01 00:00:00.000000: W tensorflow/core/common_runtime/gpu/gpu_device.cc:2256] Cannot dlopen some GPU "
