@@ -245,6 +245,20 @@ EXAMPLES: list[tuple[str, set[str], dict[str, str]]] = [
     ),
     ("  traceback : Signal 7 (SIGBUS) received by PID 1234", {"torchrun-worker-sigbus"}, {"pid": "1234"}),
     ("  traceback : Signal 9 (SIGKILL) received by PID 5678", {"torchrun-worker-sigkill"}, {"pid": "5678"}),
+    # torch/serialization.py _validate_device, a GPU checkpoint where torch sees no GPU or fewer GPUs
+    (
+        "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. If "
+        "you are running on a CPU-only machine, please use torch.load with map_location=torch.device('cpu') to map "
+        "your storages to the CPU.",
+        {"torch-load-cuda-checkpoint-no-gpu"},
+        {},
+    ),
+    (
+        "RuntimeError: Attempting to deserialize object on CUDA device 2 but torch.cuda.device_count() is 1. Please "
+        "use torch.load with map_location to map your storages to an existing device.",
+        {"torch-load-cuda-device-beyond-count"},
+        {"device": "2", "count": "1"},
+    ),
     # TensorFlow's gpu_device.cc and XLA's cuda_dnn.cc (JAX and TensorFlow)
     (
         "2024-01-01 00:00:00.000000: W tensorflow/core/common_runtime/gpu/gpu_device.cc:2256] Cannot dlopen some GPU "
