@@ -149,11 +149,6 @@ WINDOWS_CURE = Remediation(
 )
 
 
-def windows(system: dict[str, Any]) -> bool:
-    """Whether the facts are a Windows machine's (platform.system(), or what a paste's paths show)."""
-    return str(system.get("os") or "").lower().startswith("win")
-
-
 def wsl(system: dict[str, Any]) -> bool:
     """Whether the facts are a WSL machine's: its kernel release names Microsoft (WSL 1 and 2 both)."""
     return "microsoft" in str(system.get("kernel") or "").lower()
@@ -163,7 +158,7 @@ def _init_finding(nvml: dict[str, Any], system: dict[str, Any]) -> tuple[str, Re
     status = nvml.get("status")
     if status in nogpu.NO_DRIVER and wsl(system):
         return "no NVIDIA driver answers inside WSL: its GPU is the Windows driver's", WSL_CURE
-    if status in nogpu.NO_DRIVER and windows(system):
+    if status in nogpu.NO_DRIVER and compat.platform_key(system.get("os"), system.get("machine")) == "windows":
         return "no NVIDIA driver answers on this Windows machine", WINDOWS_CURE
     state = nogpu.classify(nvml, system)
     if state is not None:

@@ -75,12 +75,10 @@ def derive(found: Found) -> None:
     """What follows from what the paste states: an official torch build's arch list (torch.toml), a GPU's
     compute capability from its name (hardware.toml), the operating system its own paths show (paths.py)."""
     from gpudoctor.judging import compat, hardware
-    from gpudoctor.paste import paths
 
     torch, system = found.facts["torch"], found.facts["system"]
-    shown = paths.system(found)
-    if shown:
-        found.derived("system.os", shown, f"the paste's own paths are {shown}'s (paste/paths.py)")
+    if found.shown_os:
+        found.derived("system.os", found.shown_os, f"the paste's own paths are {found.shown_os}'s (paste/paths.py)")
     platform = compat.platform_key(system.get("os") or "Linux", system.get("machine") or "x86_64")
     if torch.get("version") and torch.get("cuda") and "arch_list" not in torch:
         build = compat.build(str(torch["version"]), compat.variant_of(torch), platform)

@@ -51,6 +51,7 @@ class Found:
     script: str | None = None  # the script a traceback shows run as the main module
     package: str | None = None  # the package whose import failed: a traceback's innermost site-packages folder
     python: str | None = None  # the bundled Python a path shows (compat.BUNDLED_PIP's names), where one does
+    shown_os: str | None = None  # the operating system the paste's own paths show (paths.py), where they show one
     apps: tuple[str, ...] = ()  # the applications the paste shows (signatures.APPS), whose own fixes lead
     _sighted: dict[str, set[str]] = field(default_factory=dict, init=False)  # signature id -> its lines kept
     text: str = field(init=False)  # the lines joined by "\n": what `holding` and `matching` search in one pass

@@ -27,7 +27,7 @@ CUDA_ABSENT = frozenset(
 
 def recast(found: Found) -> None:
     """On a Mac, every sighting that says CUDA is missing is the platform's: `cuda-on-macos` at the same line, once."""
-    if not any(s["id"] in CUDA_ABSENT for s in found.signatures) or paths.system(found) != paths.MACOS:
+    if not any(s["id"] in CUDA_ABSENT for s in found.signatures) or found.shown_os != paths.MACOS:
         return
     kept, seen = [], set()
     for sighting in found.signatures:

@@ -35,7 +35,7 @@ from typing import Any
 
 from gpudoctor.command import Command, Unsafe, command
 from gpudoctor.judging import oom
-from gpudoctor.paste import container_start, is_available, macos
+from gpudoctor.paste import container_start, is_available, macos, paths
 from gpudoctor.paste.found import Found
 
 if sys.version_info >= (3, 11):
@@ -208,6 +208,7 @@ def read(found: Found) -> None:
     found.package = _package(found)
     found.python = next((name for name, folder in BUNDLED_PYTHON.items() if found.holding((folder,))), None)
     found.apps = tuple(app for app, marks in APPS.items() if found.holding(marks))
+    found.shown_os = paths.system(found)
     _tensorflow_start(found)
     is_available.sight(found, READER)
     container_start.sight(found, READER)
